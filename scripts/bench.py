@@ -1,0 +1,134 @@
+"""Benchmarks, printed as figures and ratios measured in one run.
+
+    .venv/bin/python scripts/bench.py [--only metrics,bm25,encode] [--questions 10000]
+
+Ratios, not absolute times, are the targets: the machines are shared and
+noisy. The last line is one JSON object with every headline figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def best_of(fn, repeat: int = 5) -> float:
+    """Median wall time of ``repeat`` calls, in seconds."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def synthetic(n_q: int, depth: int = 100, n_rel: int = 5, n_docs: int = 200_000, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    rel = rng.integers(0, n_docs, size=(n_q, n_rel))
+    run = rng.integers(0, n_docs, size=(n_q, depth))
+    # plant about half the relevant documents at random ranks
+    planted = rng.random((n_q, n_rel)) < 0.5
+    ranks = rng.integers(0, depth, size=(n_q, n_rel))
+    rows = np.repeat(np.arange(n_q)[:, None], n_rel, axis=1)
+    run[rows[planted], ranks[planted]] = rel[planted]
+    # no duplicate ids inside a ranking (string-keyed references would collapse them)
+    for i in range(n_q):
+        _, first = np.unique(run[i], return_index=True)
+        dup = np.setdiff1d(np.arange(depth), first)
+        run[i, dup] = n_docs + i * depth + dup
+    grades = rng.integers(1, 3, size=(n_q, n_rel))
+    return run, rel, grades
+
+
+def bench_metrics(n_q: int) -> dict:
+    from sweep.labels import document_labels
+    from sweep.metrics import evaluate
+
+    run, rel, grades = synthetic(n_q)
+    n_rel = rel.shape[1]
+    ours_metrics = ["recall@5", "recall@10", "precision@5", "mrr", "map", "ndcg@10", "hit_rate@5"]
+    qids = [f"q{i}" for i in range(n_q)]
+    n_docs = int(max(run.max(), rel.max())) + 1
+
+    def ours_end_to_end():
+        labels = document_labels(
+            qids, np.repeat(np.arange(n_q), n_rel), rel.ravel(), grades.ravel(), n_docs
+        )
+        return evaluate(run, labels, ours_metrics).mean()
+
+    labels = document_labels(qids, np.repeat(np.arange(n_q), n_rel), rel.ravel(), grades.ravel(), n_docs)
+    t_ours = best_of(ours_end_to_end)
+    t_ours_score = best_of(lambda: evaluate(run, labels, ours_metrics).mean())
+
+    qrels = {qids[i]: {f"d{d}": int(g) for d, g in zip(rel[i], grades[i])} for i in range(n_q)}
+    run_dict = {qids[i]: {f"d{d}": float(100 - r) for r, d in enumerate(run[i])} for i in range(n_q)}
+
+    import pytrec_eval
+
+    trec_measures = {"recall_5", "recall_10", "P_5", "recip_rank", "map", "ndcg_cut_10", "success_5"}
+
+    def pytrec():
+        ev = pytrec_eval.RelevanceEvaluator(qrels, trec_measures)
+        res = ev.evaluate(run_dict)
+        return {m: np.mean([v[m] for v in res.values()]) for m in trec_measures}
+
+    t_pytrec = best_of(pytrec)
+    ref, mine = pytrec(), ours_end_to_end()
+    agree = abs(ref["ndcg_cut_10"] - mine["ndcg@10"]) < 1e-9 and abs(ref["map"] - mine["map"]) < 1e-9
+
+    result = {
+        "questions": n_q,
+        "ours_s": t_ours,
+        "ours_score_only_s": t_ours_score,
+        "pytrec_eval_s": t_pytrec,
+        "metrics_vs_pytrec_eval": t_pytrec / t_ours,
+        "agree_with_pytrec_eval": bool(agree),
+    }
+    try:
+        from ranx import Qrels, Run
+        from ranx import evaluate as ranx_evaluate
+
+        ranx_metrics = ["recall@5", "recall@10", "precision@5", "mrr", "map", "ndcg@10", "hit_rate@5"]
+        ranx_evaluate(Qrels(qrels), Run(run_dict), ranx_metrics)  # numba compiles on first call
+        t_ranx = best_of(lambda: ranx_evaluate(Qrels(qrels), Run(run_dict), ranx_metrics), repeat=3)
+        result |= {"ranx_s": t_ranx, "metrics_vs_ranx": t_ranx / t_ours}
+    except ImportError:
+        pass
+    print(
+        f"metrics, {n_q} questions x 100 results, 7 measures: ours {t_ours * 1000:.1f} ms end to end "
+        f"({t_ours_score * 1000:.1f} ms scoring only), pytrec_eval {t_pytrec * 1000:.0f} ms "
+        f"-> {result['metrics_vs_pytrec_eval']:.1f}x faster"
+        + (f"; ranx {result['ranx_s'] * 1000:.0f} ms -> {result['metrics_vs_ranx']:.1f}x" if "ranx_s" in result else "")
+        + f"; values agree with pytrec_eval: {agree}"
+    )
+    return result
+
+
+SECTIONS = {"metrics": lambda a: bench_metrics(a.questions)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
+    parser.add_argument("--questions", type=int, default=10_000)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    summary: dict = {}
+    for name in args.only.split(","):
+        summary[name] = SECTIONS[name](args)
+    headline = {k: v for section in summary.values() for k, v in section.items() if not k.endswith("_s")}
+    print(json.dumps(headline))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

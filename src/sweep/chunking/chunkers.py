@@ -1,0 +1,192 @@
+"""Chunkers that return exact character spans of their document.
+
+Every chunk is ``(doc, start, end)`` with ``document.text[start:end] == chunk.text``,
+which is what lets span labels be resolved onto any chunking (labels.py).
+
+Strategies:
+
+* ``fixed``: windows of ``size`` units, consecutive windows sharing exactly
+  ``overlap`` units (chars, or tokens of the configured tokenizer).
+* ``recursive``: LangChain's recursive splitter (as used by Chroma's chunking
+  study): split on the first separator present (paragraph, line, sentence
+  marks, space, character), recurse into pieces still too long, then merge
+  pieces greedily up to ``size`` units carrying up to ``overlap`` units back,
+  and strip surrounding whitespace.
+* ``document``: one chunk per document.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import numpy as np
+
+from ..data.model import EvalSet
+from .tokenizers import Tokenizer, get_tokenizer
+
+DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    strategy: Literal["fixed", "recursive", "document"] = "document"
+    size: int = 200
+    overlap: int = 0
+    unit: Literal["chars", "tokens"] = "tokens"
+    tokenizer: str = "word"
+    separators: tuple[str, ...] = DEFAULT_SEPARATORS
+
+    def __post_init__(self) -> None:
+        if self.strategy != "document":
+            if self.size < 1:
+                raise ValueError(f"chunk size must be >= 1, got {self.size}")
+            if not 0 <= self.overlap < self.size:
+                raise ValueError(f"overlap must be in [0, size), got overlap {self.overlap} with size {self.size}")
+
+    def key(self) -> str:
+        if self.strategy == "document":
+            return "document"
+        unit = self.unit if self.unit == "chars" else f"tokens:{self.tokenizer}"
+        extra = f":{self.separators!r}" if self.strategy == "recursive" else ""
+        return f"{self.strategy}:{self.size}:{self.overlap}:{unit}{extra}"
+
+
+@dataclass
+class ChunkSet:
+    """All chunks of a corpus as parallel arrays (what labels and retrievers need)."""
+
+    doc: np.ndarray  # int64 index into EvalSet.documents
+    start: np.ndarray  # int64, inclusive
+    end: np.ndarray  # int64, exclusive
+    texts: list[str]
+    key: str = field(default="")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @property
+    def content_hash(self) -> str:
+        h = hashlib.sha256()
+        h.update(self.doc.tobytes() + self.start.tobytes() + self.end.tobytes())
+        for t in self.texts:
+            h.update(hashlib.sha1(t.encode()).digest())
+        return h.hexdigest()[:16]
+
+
+def chunk_text(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+    """``[start, end)`` spans of ``text``; never empty, never whitespace only."""
+    if config.strategy == "document":
+        spans = [(0, len(text))]
+    elif config.strategy == "fixed":
+        spans = _fixed(text, config)
+    elif config.strategy == "recursive":
+        spans = _recursive(text, config)
+    else:
+        raise ValueError(f"unknown chunking strategy {config.strategy!r}")
+    return [(s, e) for s, e in spans if e > s and text[s:e].strip()]
+
+
+def chunk_corpus(eval_set: EvalSet, config: ChunkingConfig) -> ChunkSet:
+    docs, starts, ends, texts = [], [], [], []
+    for i, document in enumerate(eval_set.documents):
+        for s, e in chunk_text(document.text, config):
+            docs.append(i)
+            starts.append(s)
+            ends.append(e)
+            texts.append(document.text[s:e])
+    as_array = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
+    return ChunkSet(as_array(docs), as_array(starts), as_array(ends), texts, key=config.key())
+
+
+def _fixed(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+    step = config.size - config.overlap
+    if config.unit == "chars":
+        bounds = np.arange(len(text) + 1)
+        return [(int(a), int(b)) for a, b in _windows(bounds[:-1], bounds[1:], config.size, step)]
+    spans = get_tokenizer(config.tokenizer).spans(text)
+    return [(int(a), int(b)) for a, b in _windows(spans[:, 0], spans[:, 1], config.size, step)]
+
+
+def _windows(starts: np.ndarray, ends: np.ndarray, size: int, step: int):
+    n = len(starts)
+    first = 0
+    while first < n:
+        last = min(first + size, n)
+        yield starts[first], ends[last - 1]
+        if last == n:
+            return
+        first += step
+
+
+def _recursive(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
+    if config.unit == "chars":
+        length: Callable[[int, int], int] = lambda s, e: e - s  # noqa: E731
+    else:
+        tokenizer: Tokenizer = get_tokenizer(config.tokenizer)
+        length = lambda s, e: tokenizer.count(text[s:e])  # noqa: E731
+    return _split(text, 0, len(text), list(config.separators), config, length)
+
+
+def _split(text, start, end, separators, config, length):
+    """LangChain's ``_split_text`` on spans: separators stay with the piece after them."""
+    separator, rest = separators[-1], []
+    for i, sep in enumerate(separators):
+        if sep == "":
+            separator = sep
+            break
+        if text.find(sep, start, end) >= 0:
+            separator, rest = sep, separators[i + 1 :]
+            break
+    chunks, good = [], []
+    for piece in _pieces(text, start, end, separator):
+        n = length(*piece)
+        if n < config.size:
+            good.append((piece, n))
+            continue
+        if good:
+            chunks.extend(_merge(text, good, config))
+            good = []
+        if rest:
+            chunks.extend(_split(text, piece[0], piece[1], rest, config, length))
+        else:
+            chunks.append(piece)
+    if good:
+        chunks.extend(_merge(text, good, config))
+    return chunks
+
+
+def _pieces(text: str, start: int, end: int, separator: str) -> list[tuple[int, int]]:
+    if separator == "":
+        return [(i, i + 1) for i in range(start, end)]
+    cuts = [m.start() for m in re.finditer(re.escape(separator), text[start:end])]
+    bounds = [start] + [start + c for c in cuts if c > 0] + [end]
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def _merge(text, pieces, config):
+    """LangChain's ``_merge_splits`` with an empty join separator, on spans."""
+    out, current, total = [], [], 0
+    for piece, n in pieces:
+        if total + n > config.size and current:
+            out.append(_strip(text, current[0][0][0], current[-1][0][1]))
+            while total > config.overlap or (total + n > config.size and total > 0):
+                total -= current.pop(0)[1]
+        current.append((piece, n))
+        total += n
+    if current:
+        out.append(_strip(text, current[0][0][0], current[-1][0][1]))
+    return out
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+__all__ = ["ChunkSet", "ChunkingConfig", "chunk_corpus", "chunk_text", "get_tokenizer"]

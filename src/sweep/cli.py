@@ -1,0 +1,100 @@
+"""The command line: parse, call one library function, print.
+
+    python -m sweep CONFIG [key=value ...] [options]     the sweep (Optuna + MLflow)
+    python -m sweep eval CONFIG [key=value ...] [--json OUT]
+    python -m sweep score --qrels FILE --run FILE [--k 1,3,5,10] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import SweepError
+from .render import metrics_table
+
+SUBCOMMANDS = ("eval", "score")
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(k) for k in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k wants comma-separated integers, got {text!r}") from None
+    if any(k < 1 for k in ks):
+        raise argparse.ArgumentTypeError("cutoffs must be >= 1")
+    return ks
+
+
+def _score_parser(sub) -> None:
+    p = sub.add_parser("score", help="score TREC qrels and run files with trec_eval's semantics")
+    p.add_argument("--qrels", required=True, help="qrels file: qid iter docid grade")
+    p.add_argument("--run", required=True, help="run file: qid Q0 docid rank score tag")
+    p.add_argument("--k", type=_ks, default=(1, 3, 5, 10), help="cutoffs, comma-separated (default 1,3,5,10)")
+    p.add_argument("--relevance-threshold", type=int, default=1, help="grade counted relevant (default 1)")
+    p.add_argument("--json", type=Path, help="write mean, per-question values and skipped questions here")
+
+
+def _eval_parser(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate one retrieval configuration, no search")
+    p.add_argument("config", type=Path)
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. retrieval.top_k=20")
+    p.add_argument("--json", type=Path, help="write mean, per-question values and skipped questions here")
+    p.add_argument("--lenient", action="store_true", help="drop invalid eval-set items instead of failing")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sweep", description="Measure and tune RAG retrieval.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _score_parser(sub)
+    _eval_parser(sub)
+    return parser
+
+
+def cmd_score(args) -> int:
+    from .metrics import score_trec, standard_metrics
+
+    metrics = standard_metrics(args.k)
+    scores = score_trec(args.qrels, args.run, metrics, threshold=args.relevance_threshold)
+    print(f"{len(scores.question_ids)} questions scored", end="")
+    print(f", {len(scores.skipped)} skipped (no relevant qrels, or not in qrels)" if scores.skipped else "")
+    print(metrics_table(scores.mean()))
+    if args.json:
+        scores.write_json(args.json)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from .pipeline import run_config
+
+    result = run_config(args.config, args.overrides, lenient=args.lenient)
+    if args.json:
+        result.scores.write_json(args.json)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    parser = build_parser()
+    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
+        argv = ["eval", *argv]  # until the sweep lands, CONFIG alone evaluates it
+    args = parser.parse_args(argv)
+    try:
+        return {"score": cmd_score, "eval": cmd_eval}[args.command](args)
+    except SweepError as e:
+        if debug:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

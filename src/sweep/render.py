@@ -1,0 +1,37 @@
+"""Plain-text tables for the terminal: metrics by cutoff, and the recall@k curve."""
+
+from __future__ import annotations
+
+import re
+
+
+def metrics_table(means: dict[str, float]) -> str:
+    """Rows are metric families, columns cutoffs; uncut metrics get their own line."""
+    cut: dict[str, dict[int, float]] = {}
+    uncut: dict[str, float] = {}
+    for name, value in means.items():
+        m = re.fullmatch(r"(.+)@(\d+)", name)
+        if m:
+            cut.setdefault(m.group(1), {})[int(m.group(2))] = value
+        else:
+            uncut[name] = value
+    ks = sorted({k for row in cut.values() for k in row})
+    width = max([len(f) for f in cut] + [len(f) for f in uncut] + [6])
+    lines = []
+    if cut:
+        lines.append(" " * width + "".join(f"{'@' + str(k):>9}" for k in ks))
+        for family, row in cut.items():
+            cells = "".join(f"{row[k]:9.4f}" if k in row else " " * 9 for k in ks)
+            lines.append(f"{family:<{width}}{cells}")
+    for name, value in uncut.items():
+        lines.append(f"{name:<{width}}{value:9.4f}")
+    return "\n".join(lines)
+
+
+def recall_curve(means: dict[str, float], bar_width: int = 40) -> str:
+    """A horizontal bar per cutoff: the curve that says whether to fix recall or ranking."""
+    points = sorted((int(m.group(1)), v) for n, v in means.items() if (m := re.fullmatch(r"recall@(\d+)", n)))
+    lines = ["recall@k"]
+    for k, v in points:
+        lines.append(f"  @{k:<4} {'#' * round(v * bar_width):<{bar_width}} {v:.3f}")
+    return "\n".join(lines)
