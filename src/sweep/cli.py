@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from .errors import SweepError
-from .render import metrics_table
+from .render import describe_result, metrics_table
 
 SUBCOMMANDS = ("eval", "score")
 
@@ -71,6 +71,7 @@ def cmd_eval(args) -> int:
     from .pipeline import run_config
 
     result = run_config(args.config, args.overrides, lenient=args.lenient)
+    print(describe_result(result))
     if args.json:
         result.scores.write_json(args.json)
         print(f"wrote {args.json}")

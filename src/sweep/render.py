@@ -35,3 +35,21 @@ def recall_curve(means: dict[str, float], bar_width: int = 40) -> str:
     for k, v in points:
         lines.append(f"  @{k:<4} {'#' * round(v * bar_width):<{bar_width}} {v:.3f}")
     return "\n".join(lines)
+
+
+def describe_result(result) -> str:
+    """What ``sweep eval`` prints: dataset, stage times and cache use, metrics, recall curve."""
+    c = result.config
+    scores = result.scores
+    lines = [
+        f"{c.source}: {len(scores.question_ids)} questions"
+        + (f" ({len(scores.skipped)} without relevant evidence, excluded)" if scores.skipped else "")
+        + f", view: {c.evaluation.view}",
+        "stages: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items()),
+        "cache: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(result.counters.items())),
+        "",
+        metrics_table(scores.mean()),
+        "",
+        recall_curve(scores.mean()),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,104 @@
+"""Full-dataset reproductions of published numbers (minutes; the tests run a small slice).
+
+    .venv/bin/python scripts/reproduce.py [scifact] [alpha] [chroma]
+
+* scifact: BM25 and all-MiniLM-L6-v2 on all of SciFact's test split, against
+  Anserini / the BEIR paper and MTEB's published run.
+* alpha: NDCG@10 of the linear hybrid over alpha = 0, 0.1, ..., 1.
+* chroma: Chroma's chunking evaluation, three chunkers, against their table.
+
+Embeddings land in the shared cache, so a second run takes seconds.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from sweep.config import load_config  # noqa: E402
+from sweep.pipeline import Pipeline  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+CHROMA_CASES = [("TokenText", "fixed", 250, 125), ("TokenText", "fixed", 200, 0), ("Recursive", "recursive", 200, 0)]
+
+
+def check(name: str, value: float, lo: float, hi: float) -> bool:
+    ok = lo <= value <= hi
+    print(f"  {name:<38} {value:8.4f}   target [{lo:.4f}, {hi:.4f}]   {'ok' if ok else 'MISS'}")
+    return ok
+
+
+def scifact(pipeline: Pipeline) -> bool:
+    ref = json.loads((SHARED / "scifact" / "reference_numbers.json").read_text())["dense_all-MiniLM-L6-v2"]
+    print("SciFact test (300 questions, 5,183 documents)")
+    t = time.perf_counter()
+    bm25 = pipeline.run(load_config(ROOT / "configs" / "scifact-bm25.yaml")).scores.mean()
+    print(f"  BM25 in {time.perf_counter() - t:.1f}s; Anserini flat 0.6789, BEIR paper 0.665")
+    ok = check("BM25 ndcg@10", bm25["ndcg@10"], 0.655, 0.69)
+    print(f"  {'BM25 recall@100':<38} {bm25['recall@100']:8.4f}   (Anserini flat 0.9253)")
+    t = time.perf_counter()
+    dense = pipeline.run(load_config(ROOT / "configs" / "scifact-dense.yaml")).scores.mean()
+    print(f"  all-MiniLM-L6-v2 in {time.perf_counter() - t:.1f}s; MTEB {ref['ndcg@10']} / {ref['recall@100']}")
+    ok &= check("MiniLM ndcg@10", dense["ndcg@10"], ref["ndcg@10"] - 0.005, ref["ndcg@10"] + 0.005)
+    ok &= check("MiniLM recall@100", dense["recall@100"], ref["recall@100"] - 0.01, ref["recall@100"] + 0.01)
+    for k in ("ndcg@1", "ndcg@5", "recall@10", "map@10"):
+        if k in ref and k in dense:
+            print(f"  {'MiniLM ' + k:<38} {dense[k]:8.4f}   (MTEB {ref[k]})")
+    return ok
+
+
+def alpha(pipeline: Pipeline) -> bool:
+    print("SciFact linear hybrid (min-max), NDCG@10 by alpha (0 = BM25, 1 = dense)")
+    base = ROOT / "configs" / "scifact-dense.yaml"
+    rows = []
+    for a in [i / 10 for i in range(11)]:
+        overrides = ["retrieval.mode=hybrid", f"retrieval.fusion.alpha={a}", "retrieval.bm25.k1=0.9", "retrieval.bm25.b=0.4"]
+        m = pipeline.run(load_config(base, overrides)).scores.mean()
+        rows.append((a, m["ndcg@10"], m["recall@100"]))
+    print("  | alpha | " + " | ".join(f"{a:.1f}" for a, _, _ in rows) + " |")
+    print("  |---|" + "---|" * len(rows))
+    print("  | NDCG@10 | " + " | ".join(f"{v:.4f}" for _, v, _ in rows) + " |")
+    print("  | recall@100 | " + " | ".join(f"{v:.4f}" for _, _, v in rows) + " |")
+    return True
+
+
+def chroma(pipeline: Pipeline) -> bool:
+    with open(SHARED / "chroma-chunking" / "reference" / "chroma_report_results.csv") as fh:
+        table = [r for r in csv.DictReader(fh) if r["table"] == "main" and r["embedding"] == "all-MiniLM-L6-v2"]
+    print("Chroma chunking evaluation, all-MiniLM-L6-v2, top 5, all corpora in one index (cl100k tokens)")
+    ok = True
+    for chunker, strategy, size, overlap in CHROMA_CASES:
+        ref = next(r for r in table if r["chunker"] == chunker and int(r["chunk_size_tokens"]) == size
+                   and int(r["overlap_tokens"]) == overlap)  # fmt: skip
+        overrides = [f"chunking.strategy={strategy}", f"chunking.size={size}", f"chunking.overlap={overlap}"]
+        t = time.perf_counter()
+        result = pipeline.run(load_config(ROOT / "configs" / "chroma-chunking.yaml", overrides))
+        m = result.chunk_scores.mean()
+        print(f"  {chunker} {size}/{overlap}: {len(pipeline.prepare(result.config).chunks)} chunks, "
+              f"{time.perf_counter() - t:.0f}s")  # fmt: skip
+        for ours, theirs in (("char_recall@5", "recall_mean"), ("char_iou@5", "iou_mean"),
+                             ("char_precision@5", "precision_mean")):  # fmt: skip
+            value, target = 100 * m[ours], float(ref[theirs])
+            if ours == "char_precision@5":
+                print(f"  {ours:<38} {value:8.2f}   (published {target})")
+            else:
+                ok &= check(f"{ours} (x100)", value, target - 2.5, target + 2.5)
+    return ok
+
+
+def main() -> int:
+    parts = sys.argv[1:] or ["scifact", "alpha", "chroma"]
+    pipeline = Pipeline(ROOT / ".cache" / "rag-sweep")
+    results = {p: {"scifact": scifact, "alpha": alpha, "chroma": chroma}[p](pipeline) for p in parts}
+    print(json.dumps(results))
+    return 0 if all(results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

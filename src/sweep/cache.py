@@ -1,0 +1,173 @@
+"""Content-addressed on-disk caches, safe for concurrent processes.
+
+Two shapes, one file format:
+
+* :class:`StageCache`: whole results keyed by a hash of everything they
+  depend on (a BM25 top-N for these chunks, these queries, these settings).
+* :class:`RowStore`: one row per content key (an embedding per chunk text and
+  model, a reranker score per query/text pair), appended as shard files so
+  that a text encoded once is never encoded again, by any run or worker.
+
+Every file is written to a temporary name and renamed into place (atomic on
+POSIX), and carries a header with each array's shape, dtype and a SHA-256 of
+the payload: a truncated or corrupt entry is reported, removed and
+recomputed, never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+MAGIC = b"RAGSWEEP1\n"
+
+
+def content_key(*parts: object) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode() if not isinstance(p, (bytes, str)) else (p.encode() if isinstance(p, str) else p))
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.sha1(text.encode("utf-8")).digest()
+
+
+class CorruptEntry(Exception):
+    pass
+
+
+def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = [np.ascontiguousarray(a) for a in arrays.values()]
+    digest = hashlib.sha256()
+    for a in payload:
+        digest.update(a.tobytes())
+    header = {
+        "arrays": [{"name": n, "shape": list(a.shape), "dtype": a.dtype.str} for n, a in zip(arrays, payload)],
+        "sha256": digest.hexdigest(),
+    }
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(MAGIC + json.dumps(header).encode() + b"\n")
+        for a in payload:
+            fh.write(a.tobytes())
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_arrays(path: Path) -> dict[str, np.ndarray]:
+    data = path.read_bytes()
+    if not data.startswith(MAGIC):
+        raise CorruptEntry(f"{path}: not a rag-sweep cache file")
+    end = data.find(b"\n", len(MAGIC))
+    try:
+        header = json.loads(data[len(MAGIC) : end])
+    except (json.JSONDecodeError, ValueError) as e:
+        raise CorruptEntry(f"{path}: unreadable header") from e
+    out, offset, digest = {}, end + 1, hashlib.sha256()
+    for spec in header["arrays"]:
+        dtype = np.dtype(spec["dtype"])
+        size = int(np.prod(spec["shape"])) * dtype.itemsize
+        chunk = data[offset : offset + size]
+        if len(chunk) != size:
+            raise CorruptEntry(f"{path}: truncated ({len(data)} bytes)")
+        digest.update(chunk)
+        out[spec["name"]] = np.frombuffer(chunk, dtype=dtype).reshape(spec["shape"])
+        offset += size
+    if digest.hexdigest() != header["sha256"] or offset != len(data):
+        raise CorruptEntry(f"{path}: checksum mismatch")
+    return out
+
+
+def _read_or_discard(path: Path) -> dict[str, np.ndarray] | None:
+    try:
+        return read_arrays(path)
+    except FileNotFoundError:
+        return None
+    except (CorruptEntry, OSError, KeyError, ValueError) as e:
+        log.warning("cache entry %s is corrupt (%s); removing it, it will be recomputed", path, e)
+        path.unlink(missing_ok=True)
+        return None
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+
+
+class StageCache:
+    def __init__(self, root: str | Path):
+        self.root = Path(root) / "stages"
+        self.stats = CacheStats()
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.arr"
+
+    def get(self, key: str) -> dict[str, np.ndarray] | None:
+        found = _read_or_discard(self.path(key))
+        if found is None:
+            self.stats.misses += 1
+        else:
+            self.stats.hits += 1
+        return found
+
+    def put(self, key: str, arrays: dict[str, np.ndarray]) -> None:
+        write_arrays(self.path(key), arrays)
+
+
+class RowStore:
+    """``key (20 bytes) -> float32 row`` in append-only shards under one namespace."""
+
+    def __init__(self, root: str | Path, namespace: str):
+        self.dir = Path(root) / "rows" / namespace
+        self._index: dict[bytes, tuple[Path, int]] = {}
+        self._shards: dict[Path, np.ndarray] = {}
+        self.stats = CacheStats()
+
+    def _refresh(self) -> None:
+        if not self.dir.is_dir():
+            return
+        for path in self.dir.glob("*.arr"):
+            if path in self._shards:
+                continue
+            arrays = _read_or_discard(path)
+            if arrays is None:
+                continue
+            self._shards[path] = arrays["rows"]
+            for i, k in enumerate(arrays["keys"]):
+                self._index.setdefault(k.tobytes(), (path, i))
+
+    def get_many(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
+        """(found mask, rows for the found keys in order) after looking at shards on disk."""
+        if any(k not in self._index for k in keys):
+            self._refresh()
+        found = np.array([k in self._index for k in keys], dtype=bool)
+        self.stats.hits += int(found.sum())
+        self.stats.misses += int((~found).sum())
+        if not found.any():
+            return found, None
+        rows = [self._shards[p][i] for p, i in (self._index[k] for k, f in zip(keys, found) if f)]
+        return found, np.stack(rows)
+
+    def put_many(self, keys: list[bytes], rows: np.ndarray) -> None:
+        if not keys:
+            return
+        path = self.dir / f"{uuid.uuid4().hex}.arr"
+        key_array = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, 20)
+        rows = np.asarray(rows, dtype=np.float32)
+        write_arrays(path, {"keys": key_array, "rows": rows})
+        self._shards[path] = rows
+        for i, k in enumerate(keys):
+            self._index.setdefault(k, (path, i))

@@ -1,0 +1,197 @@
+"""The typed configuration of one retrieval setup, read from YAML.
+
+Unknown keys and wrong types are errors that name the file and the dotted
+key path; ``key=value`` overrides from the command line are applied before
+validation so they are checked the same way. Relative dataset paths are
+resolved against the config file's folder; ``cache_dir`` against the
+working folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ConfigError
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DatasetConfig(Strict):
+    loader: Literal["native", "beir", "span_csv"] = "native"
+    path: str
+    split: str | None = Field(None, description="BEIR qrels split, or the `split` field of native questions")
+    corpora: str | None = Field(None, description="span_csv: folder of <corpus_id>.md files")
+    include_title: bool = Field(True, description="prefix chunks with their document title for retrieval")
+    relevance_threshold: int = Field(1, ge=0)
+    max_questions: int | None = Field(None, ge=1, description="first N questions only, for quick looks")
+
+
+class ChunkingSection(Strict):
+    strategy: Literal["fixed", "recursive", "document"] = "document"
+    size: int = Field(200, ge=1)
+    overlap: int = Field(0, ge=0)
+    unit: Literal["chars", "tokens"] = "tokens"
+    tokenizer: str = "word"
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self):
+        if self.strategy != "document" and self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+class BM25Config(Strict):
+    k1: float = Field(0.9, ge=0)
+    b: float = Field(0.4, ge=0, le=1)
+    epsilon: float = Field(0.25, ge=0, description="rank-bm25's floor for negative idf, times the mean idf")
+    lowercase: bool = True
+    stopwords: Literal["none", "english"] = "english"
+    stemming: Literal["none", "porter", "english"] = "porter"
+    backend: Literal["sparse", "rank_bm25"] = "sparse"
+
+
+class DenseConfig(Strict):
+    model: str = "minilm-l6"
+    query_prefix: str = ""
+    document_prefix: str = ""
+    normalize: bool = True
+    batch_size: int = Field(64, ge=1)
+    max_seq_length: int | None = Field(None, ge=8, description="None keeps the model's own (256 for MiniLM)")
+    index: Literal["flat", "hnsw", "ivf"] = "flat"
+    hnsw_m: int = Field(32, ge=4)
+    ivf_lists: int = Field(256, ge=1)
+    ivf_probe: int = Field(16, ge=1)
+
+
+class FusionConfig(Strict):
+    method: Literal["linear", "rrf"] = "linear"
+    alpha: float = Field(0.5, ge=0, le=1, description="weight of the dense scores; 0 is pure BM25, 1 pure dense")
+    normalization: Literal["minmax", "zscore"] = "minmax"
+    rrf_k: int = Field(60, ge=1)
+
+
+class RerankConfig(Strict):
+    enabled: bool = False
+    kind: Literal["cross_encoder", "bi_encoder", "maxsim"] = "bi_encoder"
+    model: str = "minilm-l6"
+    depth: int = Field(20, ge=1)
+    batch_size: int = Field(32, ge=1)
+
+
+class RetrievalConfig(Strict):
+    mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
+    candidates: int = Field(100, ge=1, description="results each first-stage retriever passes on")
+    top_k: int = Field(100, ge=1, description="length of the final ranking")
+    bm25: BM25Config = BM25Config()
+    dense: DenseConfig = DenseConfig()
+    fusion: FusionConfig = FusionConfig()
+    rerank: RerankConfig = RerankConfig()
+
+
+class EvaluationConfig(Strict):
+    ks: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
+    hit_min_overlap: float = Field(0.5, gt=0, le=1)
+    view: Literal["chunk", "document"] = "chunk"
+    span_metrics_at: tuple[int, ...] = (5,)
+
+
+class EvalConfig(Strict):
+    """One configuration: what ``sweep eval`` runs and each sweep trial builds."""
+
+    dataset: DatasetConfig
+    chunking: ChunkingSection = ChunkingSection()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    cache_dir: str = ".cache/rag-sweep"
+    source: str = Field("", exclude=True, description="the file it came from, for messages")
+
+
+def parse_value(text: str) -> Any:
+    """An override's value, read as YAML: ``0.5`` is a float, ``true`` a bool, ``[1, 2]`` a list."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict, overrides: list[str], file: str) -> dict:
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(file, item, "an override must look like key.path=value")
+        key, value = item.split("=", 1)
+        node = data
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(file, key, f"{part!r} is not a section")
+            node = child
+        node[parts[-1]] = parse_value(value)
+    return data
+
+
+def read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise ConfigError(str(path), "", "config file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(str(path), where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), "", "not a UTF-8 text file") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", f"expected a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def validation_error(file: str, error: ValidationError) -> ConfigError:
+    first = error.errors()[0]
+    key = ".".join(str(p) for p in first["loc"])
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif first["type"] == "missing":
+        message = "missing required key"
+    elif "input" in first and first["type"] not in ("value_error",):
+        message += f" (got {first['input']!r})"[:120]
+    more = len(error.errors()) - 1
+    return ConfigError(file, key, message + (f"; and {more} more problem(s)" if more else ""))
+
+
+def build_config(data: dict, file: str, base: Path | None = None) -> EvalConfig:
+    try:
+        config = EvalConfig.model_validate({**data, "source": file})
+    except ValidationError as e:
+        raise validation_error(file, e) from None
+    if base is not None:
+        config = resolve_paths(config, base)
+    return config
+
+
+def resolve_paths(config: EvalConfig, base: Path) -> EvalConfig:
+    def absolute(p: str | None) -> str | None:
+        if p is None:
+            return None
+        path = Path(p).expanduser()
+        return str(path if path.is_absolute() else (base / path).resolve())
+
+    dataset = config.dataset.model_copy(update={"path": absolute(config.dataset.path), "corpora": absolute(config.dataset.corpora)})
+    return config.model_copy(update={"dataset": dataset})  # cache_dir stays relative to the working folder
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> EvalConfig:
+    path = Path(path)
+    data = apply_overrides(read_yaml(path), list(overrides), str(path))
+    data.pop("search", None)  # the sweep's own section (study.py) is not part of one configuration
+    data.pop("study", None)
+    return build_config(data, str(path), path.parent)

@@ -1,0 +1,245 @@
+"""One configuration end to end: data → chunks → labels → stages → metrics.
+
+Every stage's output is cached by a key naming exactly what it depends on,
+in memory (a sweep re-uses it within a process) and on disk (across runs and
+workers). A trial that only changes fusion, k or the reranker toggle re-uses
+the first-stage results and costs milliseconds plus metric time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .cache import StageCache, content_key
+from .chunking import ChunkingConfig, ChunkSet, chunk_corpus
+from .config import DatasetConfig, EvalConfig
+from .data import EvalSet, load_beir, load_native, load_span_csv
+from .errors import ConfigError
+from .labels import HitRule, Labels, resolve_labels
+from .metrics import Scores, evaluate, span_metrics, standard_metrics
+from .models import model_identity
+from .retrieval import Encoder, Reranker, StageResult, bm25_search, dense_search, fuse
+
+
+def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
+    path = Path(config.path)
+    if not path.exists():
+        raise ConfigError("", "dataset.path", f"{path} does not exist", ["point dataset.path at your eval set"])
+    if config.loader == "beir":
+        eval_set = load_beir(path, config.split or "test", lenient=lenient)
+    elif config.loader == "span_csv":
+        eval_set = load_span_csv(path, config.corpora, lenient=lenient)
+    else:
+        eval_set = load_native(path, lenient=lenient)
+        if config.split:
+            eval_set = eval_set.with_questions([q for q in eval_set.questions if q.split == config.split])
+    if config.max_questions:
+        eval_set = eval_set.with_questions(eval_set.questions[: config.max_questions])
+    return eval_set
+
+
+@dataclass
+class Prepared:
+    """What every trial with the same data and chunking shares."""
+
+    eval_set: EvalSet
+    chunks: ChunkSet
+    index_texts: list[str]  # what retrievers see: chunk text, title-prefixed if configured
+    labels: Labels
+    doc_labels: Labels
+    queries: list[str]  # answerable questions, in label order
+    allowed: np.ndarray | None  # (questions, chunks) metadata-filter mask, None when no filters
+    has_spans: bool
+    key: str
+
+
+@dataclass
+class EvalResult:
+    config: EvalConfig
+    scores: Scores  # the configured view
+    chunk_scores: Scores
+    doc_scores: Scores
+    run: StageResult
+    timings: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+def document_run(run: np.ndarray, chunk_doc: np.ndarray, n_docs: int) -> np.ndarray:
+    """A document ranks at its best chunk: map chunks to documents, keep first occurrences."""
+    n_q, depth = run.shape
+    docs = np.where(run >= 0, chunk_doc[np.maximum(run, 0)], -1)
+    keys = np.where(docs >= 0, np.arange(n_q)[:, None] * n_docs + docs, -1).ravel()
+    position = np.arange(n_q * depth)
+    order = np.lexsort((position, keys))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = keys[order][1:] != keys[order][:-1]
+    keep = np.zeros(n_q * depth, dtype=bool)
+    keep[order[first]] = True
+    keep &= keys >= 0
+    out = np.full((n_q, depth), -1, dtype=np.int64)
+    rows = position[keep] // depth
+    counts = np.bincount(rows, minlength=n_q)
+    cols = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    out[rows, cols] = docs.ravel()[keep]
+    return out
+
+
+class Pipeline:
+    """Runs configurations, keeping prepared data, encoders and stage outputs between runs."""
+
+    def __init__(self, cache_dir: str | Path, lenient: bool = False, progress: bool = True):
+        self.cache_dir = str(cache_dir)
+        self.stage_cache = StageCache(cache_dir)
+        self.lenient = lenient
+        self.progress = progress
+        self._prepared: dict[str, Prepared] = {}
+        self._datasets: dict[str, EvalSet] = {}
+        self._stages: dict[str, StageResult] = {}
+        self._encoders: dict[str, Encoder] = {}
+        self._rerankers: dict[str, Reranker] = {}
+        self.counters: dict[str, int] = defaultdict(int)
+
+    # -- data ------------------------------------------------------------------
+    def prepare(self, config: EvalConfig) -> Prepared:
+        ds_key = config.dataset.model_dump_json()
+        chunking = ChunkingConfig(**config.chunking.model_dump())
+        key = content_key(ds_key, chunking.key(), config.evaluation.hit_min_overlap)
+        if key in self._prepared:
+            return self._prepared[key]
+        if ds_key not in self._datasets:
+            self._datasets[ds_key] = load_dataset(config.dataset, self.lenient)
+        eval_set = self._datasets[ds_key]
+        chunks = chunk_corpus(eval_set, chunking)
+        docs = eval_set.documents
+        if config.dataset.include_title:
+            index_texts = [f"{docs[d].title} {t}" if docs[d].title else t for d, t in zip(chunks.doc, chunks.texts)]
+        else:
+            index_texts = list(chunks.texts)
+        threshold = config.dataset.relevance_threshold
+        rule = HitRule(config.evaluation.hit_min_overlap)
+        labels = resolve_labels(eval_set, chunks, rule, threshold)
+        whole = chunk_corpus(eval_set, ChunkingConfig("document"))
+        doc_labels = resolve_labels(eval_set, whole, rule, threshold)
+        answerable, _ = eval_set.answerable(threshold)
+        allowed = None
+        if any(q.filters for q in answerable):
+            allowed = np.ones((len(answerable), len(chunks)), dtype=bool)
+            for i, q in enumerate(answerable):
+                for k, v in q.filters.items():
+                    ok = np.array([docs[d].metadata.get(k) == v for d in range(len(docs))], dtype=bool)
+                    allowed[i] &= ok[chunks.doc]
+        has_spans = any(e.start is not None for q in answerable for e in q.evidence)
+        prepared = Prepared(eval_set, chunks, index_texts, labels, doc_labels, [q.text for q in answerable],
+                            allowed, has_spans, key)  # fmt: skip
+        self._prepared[key] = prepared
+        return prepared
+
+    # -- stages ----------------------------------------------------------------
+    def _cached(self, key: str, compute, timings: dict, name: str) -> StageResult:
+        t = time.perf_counter()
+        if key in self._stages:
+            self.counters[f"{name}_memory_hits"] += 1
+            result = self._stages[key]
+        else:
+            arrays = self.stage_cache.get(key)
+            if arrays is not None:
+                self.counters[f"{name}_disk_hits"] += 1
+                result = StageResult.from_arrays(arrays)
+            else:
+                self.counters[f"{name}_computed"] += 1
+                result = compute()
+                self.stage_cache.put(key, result.arrays())
+            self._stages[key] = result
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
+        return result
+
+    def _encoder(self, config) -> Encoder:
+        k = config.model_dump_json()
+        if k not in self._encoders:
+            self._encoders[k] = Encoder(config, self.cache_dir)
+        return self._encoders[k]
+
+    def _inputs_key(self, p: Prepared) -> str:
+        filters = None if p.allowed is None else content_key(np.packbits(p.allowed).tobytes())
+        return content_key(content_key(*p.index_texts), content_key(*p.queries), filters)
+
+    def bm25(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
+        c, n = config.retrieval.bm25, config.retrieval.candidates
+        params = c.model_dump(exclude={"backend"})  # both backends give the same scores (tested)
+        key = content_key("bm25", self._inputs_key(p), params, n)
+        return self._cached(key, lambda: bm25_search(p.index_texts, p.queries, c, n, p.allowed), timings, "bm25")
+
+    def dense(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
+        c, n = config.retrieval.dense, config.retrieval.candidates
+        params = c.model_dump(exclude={"batch_size", "model"})
+        key = content_key("dense", self._inputs_key(p), model_identity(c.model), params, n)
+
+        def compute():
+            encoder = self._encoder(c)
+            docs = encoder.encode(p.index_texts, c.document_prefix, progress="encode" if self.progress else None)
+            queries = encoder.encode(p.queries, c.query_prefix)
+            return dense_search(docs, queries, c, n, p.allowed)
+
+        return self._cached(key, compute, timings, "dense")
+
+    def retrieve(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
+        r = config.retrieval
+        if r.mode == "bm25":
+            first = self.bm25(p, config, timings)
+        elif r.mode == "dense":
+            first = self.dense(p, config, timings)
+        else:
+            lexical, dense = self.bm25(p, config, timings), self.dense(p, config, timings)
+            t = time.perf_counter()
+            depth = max(r.top_k, r.rerank.depth if r.rerank.enabled else 0)
+            first = fuse(lexical, dense, r.fusion, depth, len(p.chunks))
+            timings["fusion"] = time.perf_counter() - t
+        if r.rerank.enabled:
+            t = time.perf_counter()
+            k = r.rerank.model_dump_json()
+            if k not in self._rerankers:
+                self._rerankers[k] = Reranker(r.rerank, self.cache_dir)
+            reranker = self._rerankers[k]
+            before = reranker.scored
+            first = reranker.rerank(p.queries, p.index_texts, first)
+            self.counters["rerank_pairs_scored"] += reranker.scored - before
+            timings["rerank"] = time.perf_counter() - t
+        return first.head(r.top_k)
+
+    # -- the whole thing ---------------------------------------------------------
+    def run(self, config: EvalConfig) -> EvalResult:
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        p = self.prepare(config)
+        timings["prepare"] = time.perf_counter() - t
+        run = self.retrieve(p, config, timings)
+        t = time.perf_counter()
+        ks = tuple(k for k in config.evaluation.ks if k <= config.retrieval.top_k) or (config.retrieval.top_k,)
+        names = standard_metrics(ks)
+        chunk_scores = evaluate(run.ids, p.labels, names)
+        if p.has_spans:
+            for n in config.evaluation.span_metrics_at:
+                chunk_scores.values.update(span_metrics(run.ids, p.labels, p.chunks, n))
+        doc_run = document_run(run.ids, p.chunks.doc, len(p.eval_set.documents))
+        doc_scores = evaluate(doc_run, p.doc_labels, names)
+        timings["metrics"] = time.perf_counter() - t
+        encoders = list(self._encoders.values())
+        counters = dict(self.counters) | {
+            "texts_encoded": sum(e.stats.encoded for e in encoders),
+            "texts_from_cache": sum(e.stats.cached for e in encoders),
+        }
+        scores = doc_scores if config.evaluation.view == "document" else chunk_scores
+        return EvalResult(config, scores, chunk_scores, doc_scores, run, timings, counters)
+
+
+def run_config(path: str | Path, overrides: list[str] = (), lenient: bool = False) -> EvalResult:
+    """``sweep eval``: load a config file, apply overrides, evaluate it once."""
+    from .config import load_config
+
+    config = load_config(path, list(overrides))
+    return Pipeline(config.cache_dir, lenient=lenient).run(config)

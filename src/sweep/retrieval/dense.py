@@ -1,0 +1,124 @@
+"""Dense retrieval: sentence-transformers encoders, an embedding cache, FAISS search.
+
+Embeddings are cached per (model identity, settings, text hash) in a
+:class:`RowStore`, so a text encoded once with a model is never encoded
+again in any run or process; only the missing texts go to the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from ..cache import RowStore, content_key, text_key
+from ..config import DenseConfig
+from ..models import describe_load_failure, model_identity, resolve_model
+from .results import StageResult, top_k
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=4)
+def load_sentence_transformer(name: str, max_seq_length: int | None = None):
+    """One obvious way to load a model: folder, packaged alias, or hub name."""
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        model = SentenceTransformer(resolve_model(name), device="cpu")
+    except Exception as e:  # noqa: BLE001 - any loading failure becomes a config error naming the model
+        raise describe_load_failure(name, e) from e
+    if max_seq_length:
+        model.max_seq_length = max_seq_length
+    return model
+
+
+@dataclass
+class EncodeStats:
+    encoded: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Encoder:
+    """Encodes texts through the cache; ``stats`` counts what really went to the model."""
+
+    config: DenseConfig
+    cache_dir: str
+    stats: EncodeStats = field(default_factory=EncodeStats)
+
+    def __post_init__(self) -> None:
+        namespace = content_key("embeddings", model_identity(self.config.model), self.config.normalize,
+                                self.config.max_seq_length)  # fmt: skip
+        self.store = RowStore(self.cache_dir, namespace)
+
+    def encode(self, texts: list[str], prefix: str = "", progress: str | None = None) -> np.ndarray:
+        full = [prefix + t for t in texts]
+        keys = [text_key(t) for t in full]
+        unique: dict[bytes, str] = dict(zip(keys, full))
+        ukeys = list(unique)
+        found, rows = self.store.get_many(ukeys)
+        missing = [k for k, f in zip(ukeys, found) if not f]
+        self.stats.cached += int(found.sum())
+        vectors: dict[bytes, np.ndarray] = dict(zip([k for k, f in zip(ukeys, found) if f], rows if rows is not None else []))
+        if missing:
+            model = load_sentence_transformer(self.config.model, self.config.max_seq_length)
+            t = time.perf_counter()
+            new = model.encode(
+                [unique[k] for k in missing],
+                batch_size=self.config.batch_size,
+                normalize_embeddings=self.config.normalize,
+                convert_to_numpy=True,
+                show_progress_bar=progress is not None and len(missing) > self.config.batch_size,
+            ).astype(np.float32)
+            self.stats.seconds += time.perf_counter() - t
+            self.stats.encoded += len(missing)
+            self.store.put_many(missing, new)
+            vectors.update(zip(missing, new))
+        return np.stack([vectors[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+
+
+def build_index(vectors: np.ndarray, config: DenseConfig):
+    import faiss
+
+    dim = vectors.shape[1]
+    if config.index == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+    elif config.index == "ivf":
+        lists = max(1, min(config.ivf_lists, len(vectors) // 39))
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, lists, faiss.METRIC_INNER_PRODUCT)
+        index.train(vectors)
+        index.nprobe = min(config.ivf_probe, lists)
+    else:
+        index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    return index
+
+
+def dense_search(
+    doc_vectors: np.ndarray, query_vectors: np.ndarray, config: DenseConfig, depth: int, allowed: np.ndarray | None
+) -> StageResult:
+    """Inner-product search (cosine when normalised). Filtered questions are scored exactly."""
+    n_q = len(query_vectors)
+    ids = np.full((n_q, depth), -1, dtype=np.int64)
+    scores = np.full((n_q, depth), -np.inf, dtype=np.float32)
+    filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.all(axis=1)
+    plain = np.flatnonzero(~filtered)
+    if len(plain):
+        index = build_index(doc_vectors, config)
+        k = min(depth, len(doc_vectors))
+        s, i = index.search(np.ascontiguousarray(query_vectors[plain]), k)
+        # FAISS breaks ties arbitrarily; re-sort so ties keep the lower chunk index
+        order = np.lexsort((i, -s), axis=1)
+        i, s = np.take_along_axis(i, order, 1), np.take_along_axis(s, order, 1)
+        s[i < 0] = -np.inf
+        ids[plain, :k], scores[plain, :k] = i, s
+    if filtered.any():
+        rows = np.flatnonzero(filtered)
+        exact = top_k(query_vectors[rows] @ doc_vectors.T, depth, allowed[rows])
+        ids[rows], scores[rows] = exact.ids, exact.scores
+    return StageResult(ids, scores)

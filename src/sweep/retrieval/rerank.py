@@ -1,0 +1,109 @@
+"""Second-stage reranking of the top ``depth`` candidates, with scores cached.
+
+Kinds:
+
+* ``cross_encoder``: a sentence-transformers ``CrossEncoder`` by hub name or
+  folder (``cross-encoder/ms-marco-MiniLM-L-6-v2`` for users online).
+* ``bi_encoder``: re-embed query and candidates with another (packaged)
+  model and rank by cosine: works offline.
+* ``maxsim``: ColBERT-style late interaction over the model's token vectors
+  (sum over query tokens of the best cosine with any candidate token), no
+  training; works offline.
+
+Scores are cached per (kind, model, query text, chunk text), so toggling the
+reranker or changing what comes before it only scores new pairs. Candidates
+below ``depth`` keep their first-stage order after the reranked head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..cache import RowStore, content_key, text_key
+from ..config import DenseConfig, RerankConfig
+from ..models import describe_load_failure, model_identity, resolve_model
+from .dense import Encoder, load_sentence_transformer
+from .results import StageResult
+
+
+@lru_cache(maxsize=2)
+def load_cross_encoder(name: str):
+    from sentence_transformers import CrossEncoder
+
+    try:
+        return CrossEncoder(resolve_model(name), device="cpu")
+    except Exception as e:  # noqa: BLE001
+        raise describe_load_failure(name, e) from e
+
+
+@dataclass
+class Reranker:
+    config: RerankConfig
+    cache_dir: str
+    scored: int = 0  # pairs that went to the model (cache misses)
+    reused: int = 0
+    _store: RowStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._store = RowStore(self.cache_dir, content_key("rerank", self.config.kind, model_identity(self.config.model)))
+
+    def rerank(self, queries: list[str], texts: list[str], first: StageResult) -> StageResult:
+        depth = min(self.config.depth, first.ids.shape[1])
+        head = first.ids[:, :depth]
+        qi, rank = np.nonzero(head >= 0)
+        chunk = head[qi, rank]
+        keys = [text_key(queries[q] + "\0" + texts[c]) for q, c in zip(qi, chunk)]
+        found, cached = self._store.get_many(keys)
+        scores = np.zeros(len(keys), dtype=np.float32)
+        if cached is not None:
+            scores[found] = cached[:, 0]
+        todo = np.flatnonzero(~found)
+        self.reused += int(found.sum())
+        if len(todo):
+            new = self._score([queries[qi[i]] for i in todo], [texts[chunk[i]] for i in todo])
+            scores[todo] = new
+            self._store.put_many([keys[i] for i in todo], new[:, None])
+            self.scored += len(todo)
+        # reorder each row's head by the new scores (ties: first-stage order)
+        head_scores = np.full(head.shape, -np.inf, dtype=np.float32)
+        head_scores[qi, rank] = scores
+        order = np.lexsort((np.broadcast_to(np.arange(depth), head.shape), -head_scores), axis=1)
+        ids, out_scores = first.ids.copy(), first.scores.copy()
+        ids[:, :depth] = np.take_along_axis(head, order, 1)
+        out_scores[:, :depth] = np.take_along_axis(head_scores, order, 1)
+        return StageResult(ids, out_scores)
+
+    def _score(self, queries: list[str], texts: list[str]) -> np.ndarray:
+        kind = self.config.kind
+        if kind == "cross_encoder":
+            model = load_cross_encoder(self.config.model)
+            pairs = list(zip(queries, texts))
+            return np.asarray(
+                model.predict(pairs, batch_size=self.config.batch_size, show_progress_bar=len(pairs) > 256),
+                dtype=np.float32,
+            ).reshape(-1)
+        if kind == "bi_encoder":
+            encoder = Encoder(DenseConfig(model=self.config.model, batch_size=self.config.batch_size), self.cache_dir)
+            q = encoder.encode(queries)
+            d = encoder.encode(texts, progress="rerank")
+            return (q * d).sum(axis=1).astype(np.float32)
+        return self._maxsim(queries, texts)
+
+    def _maxsim(self, queries: list[str], texts: list[str]) -> np.ndarray:
+        model = load_sentence_transformer(self.config.model)
+        def tokens(batch):  # noqa: E306
+            out = model.encode(batch, output_value="token_embeddings", batch_size=self.config.batch_size)
+            return [t.numpy() / np.linalg.norm(t.numpy(), axis=1, keepdims=True).clip(1e-9) for t in out]
+
+        unique_q = list(dict.fromkeys(queries))
+        q_tok = dict(zip(unique_q, tokens(unique_q)))
+        scores = np.zeros(len(texts), dtype=np.float32)
+        step = 256
+        for start in tqdm(range(0, len(texts), step), desc="rerank (maxsim)", disable=len(texts) <= step):
+            for j, d in enumerate(tokens(texts[start : start + step])):
+                scores[start + j] = (q_tok[queries[start + j]] @ d.T).max(axis=1).sum()
+        return scores

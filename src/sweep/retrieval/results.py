@@ -1,0 +1,50 @@
+"""What every retrieval stage returns: ranked chunk indices and their scores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class StageResult:
+    """``ids``: int64 ``(questions, depth)`` chunk indices, best first, ``-1`` padded;
+    ``scores``: float32, same shape, ``-inf`` where padded."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"ids": self.ids, "scores": self.scores}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "StageResult":
+        return cls(np.array(arrays["ids"]), np.array(arrays["scores"]))
+
+    def head(self, k: int) -> "StageResult":
+        return StageResult(self.ids[:, :k], self.scores[:, :k])
+
+
+def top_k(scores: np.ndarray, k: int, keep=None) -> StageResult:
+    """Best ``k`` per row of a dense ``(questions, chunks)`` score matrix.
+
+    Ties keep the lower chunk index first (deterministic); entries where
+    ``keep`` is False (no match, filtered out) are never returned.
+    """
+    n_q, n = scores.shape
+    k_eff = min(k, n)
+    scores = np.where(keep, scores, -np.inf) if keep is not None else scores
+    if k_eff < n:
+        part = np.argpartition(-scores, k_eff - 1, axis=1)[:, :k_eff]
+    else:
+        part = np.broadcast_to(np.arange(n), (n_q, n))
+    part_scores = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -part_scores), axis=1)
+    ids = np.take_along_axis(part, order, axis=1).astype(np.int64)
+    top_scores = np.take_along_axis(part_scores, order, axis=1).astype(np.float32)
+    ids[~np.isfinite(top_scores)] = -1
+    out_ids = np.full((n_q, k), -1, dtype=np.int64)
+    out_scores = np.full((n_q, k), -np.inf, dtype=np.float32)
+    out_ids[:, :k_eff], out_scores[:, :k_eff] = ids, top_scores
+    return StageResult(out_ids, out_scores)
