@@ -113,7 +113,124 @@ def bench_metrics(n_q: int) -> dict:
     return result
 
 
-SECTIONS = {"metrics": lambda a: bench_metrics(a.questions)}
+def scifact_texts():
+    from sweep.data import load_beir
+
+    ds = load_beir(SHARED / "scifact", "test")
+    return [f"{d.title} {d.text}" for d in ds.documents], [q.text for q in ds.questions]
+
+
+def bench_bm25() -> dict:
+    from sweep.config import BM25Config
+    from sweep.retrieval.bm25 import Analyzer, RankBM25, SparseBM25
+
+    docs, queries = scifact_texts()
+    config = BM25Config()
+    analyze = Analyzer(config)
+    corpus, qtok = [analyze(t) for t in docs], [analyze(q) for q in queries]
+    out = {}
+    for name, cls in (("sparse", SparseBM25), ("rank_bm25", RankBM25)):
+        t = time.perf_counter()
+        index = cls(corpus, config)
+        t_index = time.perf_counter() - t
+        t = time.perf_counter()
+        index.scores(qtok)
+        out[name] = (t_index, time.perf_counter() - t)
+    try:
+        import bm25s
+
+        t = time.perf_counter()
+        retriever = bm25s.BM25(k1=config.k1, b=config.b, method="robertson")
+        retriever.index([[w for w in d] for d in corpus], show_progress=False)
+        t_index = time.perf_counter() - t
+        t = time.perf_counter()
+        retriever.retrieve([q for q in qtok if q], k=100, show_progress=False)
+        out["bm25s"] = (t_index, time.perf_counter() - t)
+    except Exception as e:  # noqa: BLE001 - an optional comparison
+        print(f"bm25s skipped: {e}")
+    for name, (ti, tq) in out.items():
+        print(f"bm25 {name:<10} index {ti:6.2f} s, 300 SciFact queries {tq:7.3f} s")
+    total = {k: sum(v) for k, v in out.items()}
+    return {"bm25_vs_rank_bm25": total["rank_bm25"] / total["sparse"]}
+
+
+def bench_encode() -> dict:
+    import tempfile
+
+    from sentence_transformers import SentenceTransformer
+
+    from sweep.config import DenseConfig
+    from sweep.models import resolve_model
+    from sweep.retrieval import Encoder
+
+    docs, _ = scifact_texts()
+    texts = docs[:192]
+    bare = SentenceTransformer(resolve_model("minilm-l6"), device="cpu")
+    bare.encode(texts[:8])  # warm up
+    t = time.perf_counter()
+    bare.encode(texts, batch_size=64, normalize_embeddings=True)
+    t_bare = time.perf_counter() - t
+    with tempfile.TemporaryDirectory() as cache:
+        encoder = Encoder(DenseConfig(), cache)
+        encoder.encode(texts[:8])
+        t = time.perf_counter()
+        encoder.encode(texts[8:] + texts[:8])  # the 8 warm-up texts come from the cache
+        t_ours = time.perf_counter() - t
+        t = time.perf_counter()
+        encoder.encode(texts)
+        t_cached = time.perf_counter() - t
+    ratio = t_ours / (t_bare * (len(texts) - 8) / len(texts))
+    print(f"encode 192 SciFact abstracts: bare SentenceTransformer {t_bare:.1f} s, ours {t_ours:.1f} s "
+          f"(ratio {ratio:.2f} per text encoded), all cached {t_cached * 1000:.0f} ms")  # fmt: skip
+    return {"encode_vs_bare": ratio}
+
+
+def bench_eval_cold_warm() -> dict:
+    """`sweep eval` twice on a 600-document SciFact slice: cold (empty cache), then warm (new process state)."""
+    import tempfile
+
+    import yaml
+
+    from sweep.config import load_config
+    from sweep.data import load_beir
+    from sweep.pipeline import Pipeline
+
+    full = load_beir(SHARED / "scifact", "test")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "d").mkdir()
+        docs = full.documents[:600]
+        ids = {d.id for d in docs}
+        qs = [q for q in full.questions if all(e.doc_id in ids for e in q.evidence)]
+        (tmp / "d" / "corpus.jsonl").write_text(
+            "\n".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) for d in docs)
+        )
+        (tmp / "d" / "questions.jsonl").write_text(
+            "\n".join(
+                json.dumps({"id": q.id, "text": q.text, "evidence": [{"doc_id": e.doc_id, "grade": 1} for e in q.evidence]})
+                for q in qs
+            )
+        )
+        cfg = {"dataset": {"loader": "native", "path": str(tmp / "d")}, "retrieval": {"mode": "hybrid"}, "cache_dir": str(tmp / "c")}
+        (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
+        config = load_config(tmp / "c.yaml")
+        t = time.perf_counter()
+        Pipeline(config.cache_dir, progress=False).run(config)
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        warm_result = Pipeline(config.cache_dir, progress=False).run(config)
+        warm = time.perf_counter() - t
+    print(f"sweep eval, 600 SciFact documents, hybrid: cold {cold:.1f} s, warm {warm:.2f} s "
+          f"({cold / warm:.0f}x), texts encoded on the warm run: {warm_result.counters['texts_encoded']}")
+    return {"eval_cold_over_warm": cold / warm}
+
+
+SECTIONS = {
+    "metrics": lambda a: bench_metrics(a.questions),
+    "bm25": lambda a: bench_bm25(),
+    "encode": lambda a: bench_encode(),
+    "eval": lambda a: bench_eval_cold_warm(),
+}
 
 
 def main() -> int:
