@@ -1,6 +1,7 @@
 """The command line: parse, call one library function, print.
 
-    python -m sweep CONFIG [key=value ...] [options]     the sweep (Optuna + MLflow)
+    python -m sweep CONFIG [key=value ...] [--trials N] [--timeout S] [--storage URL]
+                    [--study NAME] [--tracking-uri URI]   the sweep (Optuna + MLflow)
     python -m sweep eval CONFIG [key=value ...] [--json OUT]
     python -m sweep score --qrels FILE --run FILE [--k 1,3,5,10] [--json OUT]
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from .errors import SweepError
 from .render import describe_result, metrics_table
 
-SUBCOMMANDS = ("eval", "score")
+SUBCOMMANDS = ("eval", "score", "sweep")
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -50,7 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _score_parser(sub)
     _eval_parser(sub)
+    _sweep_parser(sub)
     return parser
+
+
+def _sweep_parser(sub) -> None:
+    p = sub.add_parser("sweep", help="search the configuration space (the default command)")
+    p.add_argument("config", type=Path)
+    p.add_argument("overrides", nargs="*", help="key=value overrides of the baseline configuration")
+    p.add_argument("--trials", type=int, help="run N more trials in the study (default: search.trials)")
+    p.add_argument("--timeout", type=float, help="stop starting trials after S seconds")
+    p.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/<study>/optuna.db)")
+    p.add_argument("--study", help="study name (default: the config file's name)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)")
 
 
 def cmd_score(args) -> int:
@@ -78,15 +91,24 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .study import run_sweep
+
+    run_sweep(args.config, args.overrides, trials=args.trials, timeout=args.timeout, storage=args.storage,
+              study=args.study, tracking_uri=args.tracking_uri)  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
-        argv = ["eval", *argv]  # until the sweep lands, CONFIG alone evaluates it
+        argv = ["sweep", *argv]  # `python -m sweep CONFIG` is the sweep
     args = parser.parse_args(argv)
     try:
-        return {"score": cmd_score, "eval": cmd_eval}[args.command](args)
+        return {"score": cmd_score, "eval": cmd_eval, "sweep": cmd_sweep}[args.command](args)
     except SweepError as e:
         if debug:
             raise

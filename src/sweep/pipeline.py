@@ -212,7 +212,8 @@ class Pipeline:
         return first.head(r.top_k)
 
     # -- the whole thing ---------------------------------------------------------
-    def run(self, config: EvalConfig) -> EvalResult:
+    def run(self, config: EvalConfig, extra_metrics: list[str] = ()) -> EvalResult:
+        """Evaluate ``config`` at its cutoffs up to top_k, plus ``extra_metrics`` (a sweep's objective)."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
         p = self.prepare(config)
@@ -221,6 +222,7 @@ class Pipeline:
         t = time.perf_counter()
         ks = tuple(k for k in config.evaluation.ks if k <= config.retrieval.top_k) or (config.retrieval.top_k,)
         names = standard_metrics(ks)
+        names += [m for m in extra_metrics if m not in names]
         chunk_scores = evaluate(run.ids, p.labels, names)
         if p.has_spans:
             for n in config.evaluation.span_metrics_at:

@@ -1,0 +1,126 @@
+"""The search space, declared in the YAML's ``search`` section by config key path.
+
+    search:
+      objective: ndcg@10            # any metric name; direction: maximize (default) or minimize
+      space:
+        retrieval.fusion.alpha: {float: [0, 1], step: 0.1}
+        retrieval.fusion.method: {categorical: [linear, rrf]}
+        retrieval.fusion.rrf_k: {int: [10, 100], step: 10, when: {retrieval.fusion.method: rrf}}
+        chunking.size: {int: [100, 400], step: 50}
+        chunking.overlap: {int: [0, 200], step: 25, below: chunking.size}   # constraint: overlap < size
+        retrieval.dense.model: {categorical: [minilm-l6, mpnet-base]}
+        learning.rate: {float: [1e-4, 1e-1], log: true}
+
+Parameters are suggested in the order written, so ``when`` (conditional)
+and ``below`` (constraint) may refer to any earlier one. A parameter whose
+``when`` does not hold keeps the YAML's fixed value and is not suggested,
+as with Optuna's define-by-run ``if``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ConfigError
+from .metrics.evaluate import parse_metric
+
+
+class Param(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    categorical: list[Any] | None = None
+    int_range: tuple[int, int] | None = Field(None, alias="int")
+    float_range: tuple[float, float] | None = Field(None, alias="float")
+    step: float | None = None
+    log: bool = False
+    when: dict[str, Any] = {}
+    below: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        kinds = [k for k in (self.categorical, self.int_range, self.float_range) if k is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of categorical: [...], int: [low, high], float: [low, high]")
+        rng = self.int_range or self.float_range
+        if rng and rng[0] > rng[1]:
+            raise ValueError(f"low {rng[0]} is above high {rng[1]}")
+        if self.log and self.step:
+            raise ValueError("log and step cannot be combined")
+        return self
+
+
+class SearchConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    objective: str = "ndcg@10"
+    direction: Literal["maximize", "minimize"] = "maximize"
+    sampler: Literal["tpe", "random", "grid"] = "tpe"
+    seed: int = 42
+    trials: int = Field(20, ge=0)
+    timeout: float | None = Field(None, gt=0)
+    study: str | None = None
+    storage: str | None = None
+    tracking_uri: str | None = None
+    space: dict[str, Param] = {}
+
+    @model_validator(mode="after")
+    def _known_objective(self):
+        parse_metric(self.objective, key="search.objective")
+        return self
+
+
+def parse_search(data: dict | None, file: str) -> SearchConfig:
+    try:
+        search = SearchConfig.model_validate(data or {})
+    except ValidationError as e:
+        from .config import validation_error
+
+        err = validation_error(file, e)
+        raise ConfigError(file, "search." + err.key if err.key else "search", err.message) from None
+    names = list(search.space)
+    for i, (name, p) in enumerate(search.space.items()):
+        for dep in list(p.when) + ([p.below] if p.below else []):
+            if dep not in names[:i]:
+                raise ConfigError(file, f"search.space.{name}", f"refers to {dep!r}, which is not an earlier parameter")
+    return search
+
+
+def suggest(trial, search: SearchConfig, baseline: dict[str, Any]) -> dict[str, Any]:
+    """Ask the trial for each active parameter; inactive ones are left out (they keep the baseline)."""
+    chosen: dict[str, Any] = {}
+    for name, p in search.space.items():
+        current = {**baseline, **chosen}
+        if any(current.get(k) != v for k, v in p.when.items()):
+            continue
+        if p.categorical is not None:
+            chosen[name] = trial.suggest_categorical(name, p.categorical)
+        elif p.int_range is not None:
+            low, high = p.int_range
+            if p.below:
+                high = min(high, int(current[p.below]) - 1)
+            chosen[name] = trial.suggest_int(name, low, max(low, high), step=int(p.step or 1), log=p.log)
+        else:
+            low, high = p.float_range
+            if p.below:
+                high = min(high, float(current[p.below]))
+            chosen[name] = trial.suggest_float(name, low, max(low, high), step=p.step, log=p.log)
+    return chosen
+
+
+def grid(search: SearchConfig) -> dict[str, list[Any]]:
+    """The grid for GridSampler: every parameter needs a finite set of values."""
+    out = {}
+    for name, p in search.space.items():
+        if p.categorical is not None:
+            out[name] = list(p.categorical)
+        elif p.step:
+            low, high = p.int_range or p.float_range
+            n = int(round((high - low) / p.step)) + 1
+            out[name] = [type(low)(low + i * p.step) if p.int_range else round(low + i * p.step, 10) for i in range(n)]
+        elif p.int_range:
+            out[name] = list(range(p.int_range[0], p.int_range[1] + 1))
+        else:
+            raise ConfigError("", f"search.space.{name}", "grid search needs a step or categorical values")
+    return out

@@ -1,0 +1,246 @@
+"""The sweep: Optuna searches the configuration space, MLflow records every trial.
+
+Storage is a URL, as in Optuna: the default is an SQLite file under
+``runs/<study>/`` so a stopped sweep resumes with the same command; point
+``--storage`` at PostgreSQL to share one study between machines. The YAML's
+own configuration is enqueued as the first trial (the baseline), and a
+parameter set already evaluated is answered from the earlier trial.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from .config import apply_overrides, build_config, read_yaml
+from .errors import ConfigError, SweepError
+from .pipeline import Pipeline
+from .space import SearchConfig, grid, parse_search, suggest
+from .tracking import Tracker, code_version, figure_png, flatten, ui_command
+
+
+@dataclass
+class SweepResult:
+    study_name: str
+    storage: str
+    tracking_uri: str
+    best_value: float
+    best_params: dict[str, Any]
+    baseline_value: float | None
+    best_config_yaml: str
+    n_complete: int
+    failures: list[str] = field(default_factory=list)
+
+
+def _set(data: dict, dotted: str, value: Any) -> None:
+    node = data
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def _sampler(search: SearchConfig):
+    if search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=search.seed)
+    if search.sampler == "grid":
+        return optuna.samplers.GridSampler(grid(search), seed=search.seed)
+    return optuna.samplers.TPESampler(seed=search.seed)
+
+
+def default_paths(study: str, root: Path) -> tuple[str, str]:
+    folder = root / study
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(folder / 'optuna.db').resolve()}", f"sqlite:///{(root / 'mlflow.db').resolve()}"
+
+
+class Sweep:
+    def __init__(self, path: str | Path, overrides: list[str] = (), *, trials: int | None = None,
+                 timeout: float | None = None, storage: str | None = None, study: str | None = None,
+                 tracking_uri: str | None = None, runs_dir: str | Path = "runs", quiet: bool = False):  # fmt: skip
+        self.path = Path(path)
+        data = apply_overrides(read_yaml(self.path), list(overrides), str(self.path))
+        self.search = parse_search(data.pop("search", None), str(self.path))
+        data.pop("study", None)
+        self.data = data
+        self.base = build_config(data, str(self.path), self.path.parent)  # validates the baseline early
+        self.baseline_flat = flatten(self.base.model_dump(mode="json", exclude={"source"}))
+        for name, p in self.search.space.items():
+            for key in [name, *p.when, *([p.below] if p.below else [])]:
+                if key not in self.baseline_flat:
+                    raise ConfigError(str(self.path), f"search.space.{name}", f"{key!r} is not a configuration key")
+        self.trials = self.search.trials if trials is None else trials
+        self.timeout = timeout or self.search.timeout
+        self.study_name = study or self.search.study or self.path.stem
+        default_storage, default_tracking = default_paths(self.study_name, Path(runs_dir))
+        self.storage = storage or self.search.storage or default_storage
+        self.tracking_uri = tracking_uri or self.search.tracking_uri or default_tracking
+        self.quiet = quiet
+        self.pipeline = Pipeline(self.base.cache_dir, progress=not quiet)
+        self.failures: list[str] = []
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, flush=True)
+
+    def config_for(self, params: dict[str, Any]):
+        data = yaml.safe_load(yaml.safe_dump(self.data))  # deep copy
+        for k, v in params.items():
+            _set(data, k, v)
+        return build_config(data, str(self.path), self.path.parent)
+
+    def baseline_params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, p in self.search.space.items():
+            current = {**self.baseline_flat, **out}
+            if all(current.get(k) == v for k, v in p.when.items()):
+                out[name] = self.baseline_flat[name]
+        return out
+
+    def objective(self, trial: optuna.Trial) -> float:
+        params = suggest(trial, self.search, self.baseline_flat)
+        done = trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        twin = next((t for t in done if t.params == params and "means" in t.user_attrs), None)
+        if twin is not None:
+            means = twin.user_attrs["means"]
+            trial.set_user_attr("means", means)
+            trial.set_user_attr("duplicate_of", twin.number)
+            self.tracker.log_trial(self.parent_id, trial.number, params, None, self.search.objective, twin.value,
+                                   means, {"sweep.duplicate_of": str(twin.number)})  # fmt: skip
+            return twin.value
+        config = self.config_for(params)
+        result = self.pipeline.run(config, [self.search.objective])
+        means = result.scores.mean()
+        value = means[self.search.objective]
+        trial.set_user_attr("means", {k: float(v) for k, v in means.items()})
+        trial.set_user_attr("seconds", sum(result.timings.values()))
+        run_id = self.tracker.log_trial(self.parent_id, trial.number, params, result, self.search.objective, value, means)
+        trial.set_user_attr("mlflow_run_id", run_id)
+        return value
+
+    def _progress(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        self._done += 1
+        try:
+            best = study.best_trial
+            best_text = f"best {best.value:.4f} (#{best.number})"
+        except ValueError:
+            best_text = "no complete trial yet"
+        value = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
+        short = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in trial.params.items())
+        took = trial.user_attrs.get("seconds")
+        self.say(f"[{self._done:>3}/{self.trials}] trial {trial.number:>3} {self.search.objective} {value}  {best_text}"
+                 f"  {short}" + (f"  ({took:.2f}s)" if took is not None else "  (same as an earlier trial)"
+                                 if "duplicate_of" in trial.user_attrs else ""))  # fmt: skip
+        if trial.state == optuna.trial.TrialState.FAIL:
+            reason = trial.user_attrs.get("error") or "see the log above"
+            self.failures.append(f"trial {trial.number}: {reason}")
+
+    def run(self) -> SweepResult:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(study_name=self.study_name, storage=self.storage, sampler=_sampler(self.search),
+                                    direction=self.search.direction, load_if_exists=True)  # fmt: skip
+        self.tracker = Tracker(self.tracking_uri, self.study_name)
+        self.parent_id = self.tracker.parent(self.study_name, {"sweep.config": str(self.path), "sweep.code_version": code_version(),
+                                                             "sweep.objective": self.search.objective})  # fmt: skip
+        if not study.trials:
+            study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
+        self.say(f"study {self.study_name!r}: {len(study.trials)} trial(s) so far; running {self.trials} more"
+                 f" (objective {self.search.objective}, {self.search.direction})\n  storage {self.storage}")  # fmt: skip
+        self._done = 0
+        interrupted = False
+        try:
+            study.optimize(self._guarded, n_trials=self.trials, timeout=self.timeout, callbacks=[self._progress],
+                           catch=(SweepError,))  # fmt: skip
+        except KeyboardInterrupt:
+            interrupted = True
+        return self.finish(study, interrupted)
+
+    def _guarded(self, trial: optuna.Trial) -> float:
+        try:
+            return self.objective(trial)
+        except SweepError as e:
+            trial.set_user_attr("error", str(e)[:500])
+            raise
+
+    def finish(self, study: optuna.Study, interrupted: bool) -> SweepResult:
+        complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+        if not complete:
+            raise SweepError(f"study {self.study_name!r} has no complete trial")
+        best = study.best_trial
+        baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
+        best_config = self.config_for(best.params)
+        best_yaml = yaml.safe_dump(best_config.model_dump(mode="json", exclude={"source"}), sort_keys=False)
+        summary = {"best_objective": best.value, "best_trial": best.number, "complete_trials": len(complete)}
+        if baseline is not None:
+            summary["baseline_objective"] = baseline.value
+        for k, v in best.user_attrs.get("means", {}).items():
+            summary[f"best_{k.replace('@', '_at_')}"] = v
+        files: dict[str, bytes | str] = {"best_config.yaml": best_yaml}
+        files.update(self._plots(study))
+        self.tracker.finish_parent(self.parent_id, summary, files)
+        result = SweepResult(self.study_name, self.storage, self.tracking_uri, best.value, best.params,
+                             baseline.value if baseline else None, best_yaml, len(complete), self.failures)  # fmt: skip
+        self.say(describe_sweep(result, self.search.objective))
+        if interrupted:
+            self.say("\ninterrupted: the finished trials are saved. Resume with the same command, e.g.\n"
+                     f"  python -m sweep {self.path} --study {self.study_name} --storage {self.storage}")  # fmt: skip
+        return result
+
+    def _plots(self, study: optuna.Study) -> dict[str, bytes]:
+        import warnings
+
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from optuna.visualization import matplotlib as ov
+
+        out: dict[str, bytes] = {}
+        plots = {"optimization_history.png": lambda: ov.plot_optimization_history(study),
+                 "parallel_coordinates.png": lambda: ov.plot_parallel_coordinate(study)}  # fmt: skip
+        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        varied = {k for t in complete for k in t.params if len({str(u.params.get(k)) for u in complete}) > 1}
+        if len(complete) >= 3 and len(varied) >= 2:
+            plots["param_importances.png"] = lambda: ov.plot_param_importances(study)
+            try:
+                importance = optuna.importance.get_param_importances(study)
+                top = [k for k in importance if k in varied][:2]
+                if len(top) == 2:
+                    plots["contour.png"] = lambda: ov.plot_contour(study, params=top)
+            except (RuntimeError, ValueError):
+                pass
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # optuna marks its matplotlib plots experimental
+            for name, make in plots.items():
+                try:
+                    out[name] = figure_png(make())
+                except (ValueError, RuntimeError, TypeError) as e:
+                    print(f"note: {name} skipped ({e})")
+        return out
+
+
+def describe_sweep(result: SweepResult, objective: str) -> str:
+    lines = [
+        "",
+        f"best trial: {objective} = {result.best_value:.4f}"
+        + (f"  (baseline {result.baseline_value:.4f}, {result.best_value - result.baseline_value:+.4f})"
+           if result.baseline_value is not None and not math.isnan(result.baseline_value) else ""),  # fmt: skip
+    ]
+    lines += [f"  {k} = {v}" for k, v in result.best_params.items()]
+    if result.failures:
+        lines.append(f"{len(result.failures)} failed trial(s):")
+        lines += [f"  {f}" for f in result.failures]
+    lines += [f"{result.n_complete} complete trials in study {result.study_name!r}",
+              f"open the MLflow UI on this store:  {ui_command(result.tracking_uri)}"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepResult:
+    return Sweep(path, overrides, **options).run()
+
+
+__all__ = ["Sweep", "SweepResult", "run_sweep"]

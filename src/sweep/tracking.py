@@ -1,0 +1,164 @@
+"""MLflow logging: one parent run per study, one child run per trial.
+
+Parameter names are the flat config paths (``retrieval.fusion.alpha``);
+metric names replace ``@`` with ``_at_`` (``ndcg_at_10``), which MLflow
+requires. The parent is found again by its ``sweep.study`` tag, so resuming
+a study adds children under the same parent instead of a second one.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from mlflow.entities import Metric, Param
+
+from .pipeline import EvalResult
+
+PARENT_TAG = "sweep.study"
+
+
+def flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def mlflow_name(metric: str) -> str:
+    return metric.replace("@", "_at_")
+
+
+def code_version() -> str:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip() or "unknown"  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class Tracker:
+    def __init__(self, tracking_uri: str, experiment: str):
+        import mlflow
+
+        self.mlflow = mlflow
+        mlflow.set_tracking_uri(tracking_uri)
+        self.client = mlflow.MlflowClient(tracking_uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        self.tracking_uri = tracking_uri
+
+    def parent(self, study: str, tags: dict[str, str]) -> str:
+        found = self.client.search_runs([self.experiment_id], f"tags.`{PARENT_TAG}` = '{study}'", max_results=1)
+        if found:
+            run_id = found[0].info.run_id
+            if found[0].info.status != "RUNNING":
+                self.client.update_run(run_id, "RUNNING")
+            return run_id
+        run = self.client.create_run(self.experiment_id, tags={PARENT_TAG: study, "mlflow.runName": study, **tags})
+        return run.info.run_id
+
+    def log_trial(self, parent_id: str, number: int, params: dict, result: EvalResult | None, objective: str,
+                  value: float, means: dict[str, float], extra_tags: dict[str, str] = {}) -> str:  # fmt: skip
+        short = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items())[:200]
+        run = self.client.create_run(
+            self.experiment_id,
+            tags={"mlflow.parentRunId": parent_id, "mlflow.runName": f"trial {number:03d}" + (f": {short}" if short else ""),
+                  "sweep.trial": str(number), "sweep.objective": objective, **extra_tags},
+        )  # fmt: skip
+        rid = run.info.run_id
+        now = int(time.time() * 1000)
+        metrics = [Metric(mlflow_name(k), float(v), now, 0) for k, v in means.items()]
+        metrics.append(Metric("objective", float(value), now, 0))
+        logged_params = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        if result is not None:
+            config = result.config.model_dump(mode="json", exclude={"source"})
+            logged_params = [Param(k, str(v)[:6000]) for k, v in flatten(config).items()]
+            metrics += [Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in result.doc_scores.mean().items()]
+            metrics += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in result.timings.items()]
+            metrics += [Metric(f"cache_{k}", float(v), now, 0) for k, v in result.counters.items()]
+        for start in range(0, len(metrics), 900):  # MLflow's batch limits
+            self.client.log_batch(rid, metrics=metrics[start : start + 900],
+                                  params=logged_params if start == 0 else [])  # fmt: skip
+        if result is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                tmp = Path(tmp)
+                (tmp / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+                write_per_question(result, tmp / "per_question.csv")
+                write_recall_plot(means, tmp / "recall_at_k.png")
+                self.client.log_artifacts(rid, str(tmp))
+        self.client.set_terminated(rid, "FINISHED")
+        return rid
+
+    def finish_parent(self, parent_id: str, summary: dict[str, float], files: dict[str, bytes | str]) -> None:
+        now = int(time.time() * 1000)
+        self.client.log_batch(parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in summary.items()])
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, content in files.items():
+                path = Path(tmp) / name
+                path.write_bytes(content if isinstance(content, bytes) else content.encode())
+            self.client.log_artifacts(parent_id, tmp)
+        self.client.set_terminated(parent_id, "FINISHED")
+
+
+def write_per_question(result: EvalResult, path: Path) -> None:
+    import csv
+
+    table = result.scores.per_question()
+    names = list(result.scores.values)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["question_id", *names])
+        for qid, row in table.items():
+            w.writerow([qid, *(f"{row[n]:.6f}" for n in names)])
+
+
+def write_recall_plot(means: dict[str, float], path: Path) -> None:
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = sorted((int(m.group(1)), v) for n, v in means.items() if (m := re.fullmatch(r"recall@(\d+)", n)))
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    if points:
+        ax.plot([k for k, _ in points], [v for _, v in points], marker="o")
+    ax.set_xscale("log")
+    ax.set_xlabel("k")
+    ax.set_ylabel("recall@k")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def figure_png(fig_or_ax) -> bytes:
+    fig = fig_or_ax.get_figure() if hasattr(fig_or_ax, "get_figure") else fig_or_ax
+    if hasattr(fig, "__len__"):  # some optuna plots return an array of axes
+        fig = fig.flat[0].get_figure()
+    buf = io.BytesIO()
+    fig.set_size_inches(8, 5)
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=100)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def ui_command(tracking_uri: str) -> str:
+    return f"mlflow ui --backend-store-uri {tracking_uri}" + ("" if os.name == "nt" else " --port 5000")

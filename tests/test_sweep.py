@@ -1,0 +1,153 @@
+"""The sweep end to end, checked through Optuna's and MLflow's own clients."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import optuna
+import pytest
+import yaml
+
+from sweep.config import load_config
+from sweep.errors import ConfigError
+from sweep.pipeline import Pipeline
+from sweep.study import Sweep, run_sweep
+
+TOPICS = {
+    "lists": "Python lists are mutable sequences that grow as items are appended.",
+    "tuples": "Tuples are immutable sequences, often used for fixed records.",
+    "dicts": "Dictionaries map hashable keys to values with average constant-time lookup.",
+    "sets": "Sets hold unique hashable elements and support union and intersection.",
+    "strings": "Strings are immutable sequences of Unicode code points.",
+    "bytes": "Bytes objects are immutable sequences of single bytes.",
+    "gen": "Generators produce values lazily with the yield statement.",
+    "ctx": "Context managers run setup and cleanup code around a with block.",
+}
+QUESTIONS = [
+    ("q1", "which sequence type can change after creation", "lists"),
+    ("q2", "fixed records that cannot be modified", "tuples"),
+    ("q3", "key value mapping with fast lookup", "dicts"),
+    ("q4", "unique elements with union", "sets"),
+    ("q5", "text made of unicode characters", "strings"),
+    ("q6", "raw binary data sequence", "bytes"),
+    ("q7", "lazy production of values", "gen"),
+    ("q8", "cleanup code around a block", "ctx"),
+]
+
+
+@pytest.fixture()
+def fixture_config(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": k, "text": v}) for k, v in TOPICS.items()))
+    (data / "questions.jsonl").write_text(
+        "\n".join(json.dumps({"id": q, "text": t, "evidence": [{"doc_id": d, "grade": 1}]}) for q, t, d in QUESTIONS)
+    )
+    config = {
+        "dataset": {"loader": "native", "path": "data"},
+        "chunking": {"strategy": "document"},
+        "retrieval": {"mode": "hybrid", "candidates": 8, "top_k": 5, "bm25": {"stemming": "none"}},
+        "evaluation": {"ks": [1, 3, 5]},
+        "cache_dir": str(tmp_path / "cache"),
+        "search": {
+            "objective": "ndcg@5",
+            "trials": 10,
+            "seed": 3,
+            "space": {
+                "retrieval.fusion.method": {"categorical": ["linear", "rrf"]},
+                "retrieval.fusion.alpha": {"float": [0, 1], "step": 0.25, "when": {"retrieval.fusion.method": "linear"}},
+                "retrieval.fusion.rrf_k": {"int": [10, 60], "step": 10, "when": {"retrieval.fusion.method": "rrf"}},
+                "retrieval.top_k": {"int": [3, 5]},
+            },
+        },
+    }
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return tmp_path / "sweep.yaml"
+
+
+def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_sweep(fixture_config, runs_dir=runs, quiet=True)
+
+    study = optuna.load_study(study_name="sweep", storage=result.storage)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 10
+    assert study.trials[0].user_attrs["baseline"] is True
+    assert study.trials[0].params == {"retrieval.fusion.method": "linear", "retrieval.fusion.alpha": 0.5,
+                                      "retrieval.top_k": 5}  # fmt: skip
+    for t in study.trials:  # conditional parameters appear only with their condition
+        assert ("retrieval.fusion.alpha" in t.params) == (t.params["retrieval.fusion.method"] == "linear")
+        assert ("retrieval.fusion.rrf_k" in t.params) == (t.params["retrieval.fusion.method"] == "rrf")
+
+    client = mlflow.MlflowClient(result.tracking_uri)
+    exp = client.get_experiment_by_name("sweep")
+    runs_found = client.search_runs([exp.experiment_id], max_results=1000)
+    parents = [r for r in runs_found if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs_found if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 10
+    parent = parents[0]
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == list(range(10))
+    fresh = [c for c in children if "sweep.duplicate_of" not in c.data.tags]
+    one = fresh[0]
+    assert {"ndcg_at_5", "recall_at_3", "mrr", "objective", "time_metrics_s"} <= set(one.data.metrics)
+    assert one.data.params["retrieval.mode"] == "hybrid" and "retrieval.fusion.method" in one.data.params
+    artifacts = {a.path for a in client.list_artifacts(one.info.run_id)}
+    assert {"config.yaml", "per_question.csv", "recall_at_k.png"} <= artifacts
+    parent_artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"best_config.yaml", "optimization_history.png"} <= parent_artifacts
+    assert parent.data.metrics["best_objective"] == pytest.approx(result.best_value)
+
+    # the exported best configuration, re-evaluated, gives the same objective
+    best_yaml = tmp_path / "best.yaml"
+    best_yaml.write_text(result.best_config_yaml)
+    best = load_config(best_yaml)
+    assert Pipeline(best.cache_dir).run(best).scores.mean()["ndcg@5"] == pytest.approx(result.best_value)
+
+    # the same command with --trials 2 continues the study
+    run_sweep(fixture_config, runs_dir=runs, trials=2, quiet=True)
+    study = optuna.load_study(study_name="sweep", storage=result.storage)
+    numbers = [t.number for t in study.trials]
+    assert len(numbers) == 12 == len(set(numbers))
+    runs_found = client.search_runs([exp.experiment_id], max_results=1000)
+    children = [r for r in runs_found if "mlflow.parentRunId" in r.data.tags]
+    assert len([r for r in runs_found if "mlflow.parentRunId" not in r.data.tags]) == 1
+    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == list(range(12))
+
+
+def test_duplicate_parameters_are_answered_from_the_earlier_trial(fixture_config, tmp_path):
+    sweep = Sweep(fixture_config, ["search.sampler=grid"], runs_dir=tmp_path / "r", quiet=True, trials=1)
+    sweep.search = sweep.search.model_copy(update={"space": {k: v for k, v in sweep.search.space.items()
+                                                             if k == "retrieval.top_k"}})  # fmt: skip
+    sweep.run()
+    study = optuna.load_study(study_name="sweep", storage=sweep.storage)
+    study.enqueue_trial(study.trials[0].params)
+    sweep.trials = 1
+    sweep.run()
+    study = optuna.load_study(study_name="sweep", storage=sweep.storage)
+    assert study.trials[1].user_attrs["duplicate_of"] == 0
+    assert study.trials[1].value == study.trials[0].value
+
+
+@pytest.mark.parametrize(
+    "space,message",
+    [
+        ({"retrieval.fusion.alfa": {"float": [0, 1]}}, "'retrieval.fusion.alfa' is not a configuration key"),
+        ({"retrieval.top_k": {"int": [5, 3]}}, "low 5 is above high 3"),
+        ({"retrieval.top_k": {"int": [1, 3], "when": {"retrieval.candidates": 3}},
+          "retrieval.candidates": {"int": [1, 9]}}, "not an earlier parameter"),
+    ],
+)
+def test_bad_search_spaces(fixture_config, tmp_path, space, message):
+    data = yaml.safe_load(fixture_config.read_text())
+    data["search"]["space"] = space
+    fixture_config.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ConfigError, match=message):
+        Sweep(fixture_config, runs_dir=tmp_path / "r", quiet=True)
+
+
+def test_unknown_objective(fixture_config, tmp_path):
+    with pytest.raises(ConfigError, match="unknown metric 'ndgc@10'"):
+        Sweep(fixture_config, ["search.objective=ndgc@10"], runs_dir=tmp_path / "r", quiet=True)
