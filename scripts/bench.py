@@ -225,7 +225,34 @@ def bench_eval_cold_warm() -> dict:
     return {"eval_cold_over_warm": cold / warm}
 
 
+def bench_warm_trial() -> dict:
+    """A sweep trial that changes only fusion or k on SciFact's 300 questions, caches hot."""
+    from sweep.config import load_config
+    from sweep.pipeline import Pipeline
+
+    path = ROOT / "configs" / "scifact-dense.yaml"
+    base = ["retrieval.mode=hybrid", "retrieval.bm25.k1=0.9", "retrieval.bm25.b=0.4"]
+    pipeline = Pipeline(ROOT / ".cache" / "rag-sweep", progress=False)
+    pipeline.run(load_config(path, base))  # cold: encodes SciFact once (minutes), then cached for good
+    variants = [[f"retrieval.fusion.alpha={a / 20}", f"retrieval.top_k={k}"] for a in range(20) for k in (10, 100)]
+    configs = [load_config(path, base + v) for v in variants]
+    times = []
+    for config in configs:
+        t = time.perf_counter()
+        pipeline.run(config, ["ndcg@10"])
+        times.append(time.perf_counter() - t)
+    rrf = load_config(path, base + ["retrieval.fusion.method=rrf"])
+    t = time.perf_counter()
+    pipeline.run(rrf)
+    t_rrf = time.perf_counter() - t
+    warm = statistics.median(times) * 1000
+    print(f"warm trial (fusion or k changed, SciFact 300 questions): median {warm:.1f} ms over {len(times)} trials, "
+          f"rrf {t_rrf * 1000:.1f} ms")  # fmt: skip
+    return {"warm_trial_ms": warm}
+
+
 SECTIONS = {
+    "trial": lambda a: bench_warm_trial(),
     "metrics": lambda a: bench_metrics(a.questions),
     "bm25": lambda a: bench_bm25(),
     "encode": lambda a: bench_encode(),

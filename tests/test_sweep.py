@@ -151,3 +151,19 @@ def test_bad_search_spaces(fixture_config, tmp_path, space, message):
 def test_unknown_objective(fixture_config, tmp_path):
     with pytest.raises(ConfigError, match="unknown metric 'ndgc@10'"):
         Sweep(fixture_config, ["search.objective=ndgc@10"], runs_dir=tmp_path / "r", quiet=True)
+
+
+def test_multi_objective_sweep_has_a_pareto_front(fixture_config, tmp_path):
+    result = run_sweep(fixture_config, ["search.extra_objectives=[latency_ms]", "search.sampler=random"],
+                       runs_dir=tmp_path / "runs", trials=6, quiet=True)  # fmt: skip
+    study = optuna.load_study(study_name="sweep", storage=result.storage)
+    assert len(study.directions) == 2 and study.directions[1] == optuna.study.StudyDirection.MINIMIZE
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 6 and all(len(t.values) == 2 and t.values[1] > 0 for t in complete)
+    front = {t.number for t in study.best_trials}
+    assert set(result.pareto_trials) == front and front
+    client = mlflow.MlflowClient(result.tracking_uri)
+    exp = client.get_experiment_by_name("sweep")
+    parent = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags][0]
+    assert parent.data.tags["sweep.dataset_hash"]
+    assert "pareto_front.png" in {a.path for a in client.list_artifacts(parent.info.run_id)}

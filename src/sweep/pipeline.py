@@ -56,6 +56,7 @@ class Prepared:
     allowed: np.ndarray | None  # (questions, chunks) metadata-filter mask, None when no filters
     has_spans: bool
     key: str
+    inputs_key: str | None = None
 
 
 @dataclass
@@ -67,6 +68,7 @@ class EvalResult:
     run: StageResult
     timings: dict[str, float] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
+    latency_ms: float = 0.0  # per question, at each stage's original compute cost (caches do not make it free)
 
 
 def document_run(run: np.ndarray, chunk_doc: np.ndarray, n_docs: int) -> np.ndarray:
@@ -103,6 +105,7 @@ class Pipeline:
         self._encoders: dict[str, Encoder] = {}
         self._rerankers: dict[str, Reranker] = {}
         self.counters: dict[str, int] = defaultdict(int)
+        self._cost: dict[str, float] = {}
 
     # -- data ------------------------------------------------------------------
     def prepare(self, config: EvalConfig) -> Prepared:
@@ -153,9 +156,11 @@ class Pipeline:
             else:
                 self.counters[f"{name}_computed"] += 1
                 result = compute()
+                result.compute_seconds = time.perf_counter() - t
                 self.stage_cache.put(key, result.arrays())
             self._stages[key] = result
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
+        self._cost[name] = result.compute_seconds
         return result
 
     def _encoder(self, config) -> Encoder:
@@ -165,8 +170,11 @@ class Pipeline:
         return self._encoders[k]
 
     def _inputs_key(self, p: Prepared) -> str:
-        filters = None if p.allowed is None else content_key(np.packbits(p.allowed).tobytes())
-        return content_key(content_key(*p.index_texts), content_key(*p.queries), filters)
+        """What every first stage depends on besides its own settings; hashed once per prepared set."""
+        if p.inputs_key is None:
+            filters = None if p.allowed is None else content_key(np.packbits(p.allowed).tobytes())
+            p.inputs_key = content_key(content_key(*p.index_texts), content_key(*p.queries), filters)
+        return p.inputs_key
 
     def bm25(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
         c, n = config.retrieval.bm25, config.retrieval.candidates
@@ -198,7 +206,7 @@ class Pipeline:
             t = time.perf_counter()
             depth = max(r.top_k, r.rerank.depth if r.rerank.enabled else 0)
             first = fuse(lexical, dense, r.fusion, depth, len(p.chunks))
-            timings["fusion"] = time.perf_counter() - t
+            timings["fusion"] = self._cost["fusion"] = time.perf_counter() - t
         if r.rerank.enabled:
             t = time.perf_counter()
             k = r.rerank.model_dump_json()
@@ -208,13 +216,14 @@ class Pipeline:
             before = reranker.scored
             first = reranker.rerank(p.queries, p.index_texts, first)
             self.counters["rerank_pairs_scored"] += reranker.scored - before
-            timings["rerank"] = time.perf_counter() - t
+            timings["rerank"] = self._cost["rerank"] = time.perf_counter() - t
         return first.head(r.top_k)
 
     # -- the whole thing ---------------------------------------------------------
     def run(self, config: EvalConfig, extra_metrics: list[str] = ()) -> EvalResult:
         """Evaluate ``config`` at its cutoffs up to top_k, plus ``extra_metrics`` (a sweep's objective)."""
         timings: dict[str, float] = {}
+        self._cost: dict[str, float] = {}
         t = time.perf_counter()
         p = self.prepare(config)
         timings["prepare"] = time.perf_counter() - t
@@ -236,7 +245,8 @@ class Pipeline:
             "texts_from_cache": sum(e.stats.cached for e in encoders),
         }
         scores = doc_scores if config.evaluation.view == "document" else chunk_scores
-        return EvalResult(config, scores, chunk_scores, doc_scores, run, timings, counters)
+        latency_ms = 1000 * sum(self._cost.values()) / max(1, len(p.queries))
+        return EvalResult(config, scores, chunk_scores, doc_scores, run, timings, counters, latency_ms)
 
 
 def run_config(path: str | Path, overrides: list[str] = (), lenient: bool = False) -> EvalResult:

@@ -63,12 +63,21 @@ class SearchConfig(BaseModel):
     study: str | None = None
     storage: str | None = None
     tracking_uri: str | None = None
+    extra_objectives: list[str] = Field([], description="latency_ms (minimised) or metric names (maximised)")
     space: dict[str, Param] = {}
 
     @model_validator(mode="after")
     def _known_objective(self):
         parse_metric(self.objective, key="search.objective")
+        for name in self.extra_objectives:
+            if name != "latency_ms":
+                parse_metric(name, key="search.extra_objectives")
         return self
+
+    @property
+    def directions(self) -> list[str]:
+        extra = ["minimize" if n == "latency_ms" else "maximize" for n in self.extra_objectives]
+        return [self.direction, *extra]
 
 
 def parse_search(data: dict | None, file: str) -> SearchConfig:

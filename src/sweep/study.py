@@ -35,6 +35,7 @@ class SweepResult:
     best_config_yaml: str
     n_complete: int
     failures: list[str] = field(default_factory=list)
+    pareto_trials: list[int] = field(default_factory=list)
 
 
 def _set(data: dict, dotted: str, value: Any) -> None:
@@ -110,28 +111,31 @@ class Sweep:
             means = twin.user_attrs["means"]
             trial.set_user_attr("means", means)
             trial.set_user_attr("duplicate_of", twin.number)
-            self.tracker.log_trial(self.parent_id, trial.number, params, None, self.search.objective, twin.value,
+            self.tracker.log_trial(self.parent_id, trial.number, params, None, self.search.objective, twin.values[0],
                                    means, {"sweep.duplicate_of": str(twin.number)})  # fmt: skip
-            return twin.value
+            return twin.values[0] if len(twin.values) == 1 else tuple(twin.values)
         config = self.config_for(params)
-        result = self.pipeline.run(config, [self.search.objective])
-        means = result.scores.mean()
+        metrics = [self.search.objective] + [m for m in self.search.extra_objectives if m != "latency_ms"]
+        result = self.pipeline.run(config, metrics)
+        means = result.scores.mean() | {"latency_ms": result.latency_ms}
         value = means[self.search.objective]
         trial.set_user_attr("means", {k: float(v) for k, v in means.items()})
         trial.set_user_attr("seconds", sum(result.timings.values()))
         run_id = self.tracker.log_trial(self.parent_id, trial.number, params, result, self.search.objective, value, means)
         trial.set_user_attr("mlflow_run_id", run_id)
+        if self.search.extra_objectives:
+            return (value, *(means[m] for m in self.search.extra_objectives))
         return value
 
     def _progress(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         self._done += 1
-        try:
-            best = study.best_trial
-            best_text = f"best {best.value:.4f} (#{best.number})"
-        except ValueError:
-            best_text = "no complete trial yet"
-        value = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
-        short = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in trial.params.items())
+        best = self.best(study)
+        best_text = f"best {best.values[0]:.4f} (#{best.number})" if best else "no complete trial yet"
+        value = f"{trial.values[0]:.4f}" if trial.values else trial.state.name.lower()
+        if trial.values and len(trial.values) > 1:
+            value += " " + " ".join(f"{n}={v:.4g}" for n, v in zip(self.search.extra_objectives, trial.values[1:]))
+        short = " ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" if isinstance(v, float) else f"{k.rsplit('.', 1)[-1]}={v}"
+                         for k, v in trial.params.items())  # fmt: skip
         took = trial.user_attrs.get("seconds")
         self.say(f"[{self._done:>3}/{self.trials}] trial {trial.number:>3} {self.search.objective} {value}  {best_text}"
                  f"  {short}" + (f"  ({took:.2f}s)" if took is not None else "  (same as an earlier trial)"
@@ -143,10 +147,12 @@ class Sweep:
     def run(self) -> SweepResult:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(study_name=self.study_name, storage=self.storage, sampler=_sampler(self.search),
-                                    direction=self.search.direction, load_if_exists=True)  # fmt: skip
+                                    directions=self.search.directions, load_if_exists=True)  # fmt: skip
         self.tracker = Tracker(self.tracking_uri, self.study_name)
+        dataset_hash = self.pipeline.prepare(self.base).eval_set.content_hash
         self.parent_id = self.tracker.parent(self.study_name, {"sweep.config": str(self.path), "sweep.code_version": code_version(),
-                                                             "sweep.objective": self.search.objective})  # fmt: skip
+                                                             "sweep.objective": self.search.objective,
+                                                             "sweep.dataset_hash": dataset_hash})  # fmt: skip
         if not study.trials:
             study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
         self.say(f"study {self.study_name!r}: {len(study.trials)} trial(s) so far; running {self.trials} more"
@@ -171,25 +177,36 @@ class Sweep:
         complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
         if not complete:
             raise SweepError(f"study {self.study_name!r} has no complete trial")
-        best = study.best_trial
+        best = self.best(study)
         baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
         best_config = self.config_for(best.params)
         best_yaml = yaml.safe_dump(best_config.model_dump(mode="json", exclude={"source"}), sort_keys=False)
-        summary = {"best_objective": best.value, "best_trial": best.number, "complete_trials": len(complete)}
+        summary = {"best_objective": best.values[0], "best_trial": best.number, "complete_trials": len(complete)}
         if baseline is not None:
-            summary["baseline_objective"] = baseline.value
+            summary["baseline_objective"] = baseline.values[0]
         for k, v in best.user_attrs.get("means", {}).items():
             summary[f"best_{k.replace('@', '_at_')}"] = v
         files: dict[str, bytes | str] = {"best_config.yaml": best_yaml}
         files.update(self._plots(study))
         self.tracker.finish_parent(self.parent_id, summary, files)
-        result = SweepResult(self.study_name, self.storage, self.tracking_uri, best.value, best.params,
-                             baseline.value if baseline else None, best_yaml, len(complete), self.failures)  # fmt: skip
+        pareto = [t.number for t in study.best_trials] if self.search.extra_objectives else [best.number]
+        result = SweepResult(self.study_name, self.storage, self.tracking_uri, best.values[0], best.params,
+                             baseline.values[0] if baseline else None, best_yaml, len(complete), self.failures,
+                             pareto)  # fmt: skip
         self.say(describe_sweep(result, self.search.objective))
         if interrupted:
             self.say("\ninterrupted: the finished trials are saved. Resume with the same command, e.g.\n"
                      f"  python -m sweep {self.path} --study {self.study_name} --storage {self.storage}")  # fmt: skip
         return result
+
+    def best(self, study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+        """The best trial on the primary objective (with several objectives, the Pareto front's best on it)."""
+        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if not complete:
+            return None
+        pool = study.best_trials if len(self.search.directions) > 1 else complete
+        sign = 1 if self.search.direction == "maximize" else -1
+        return max(pool, key=lambda t: (sign * t.values[0], -t.number))
 
     def _plots(self, study: optuna.Study) -> dict[str, bytes]:
         import warnings
@@ -200,17 +217,21 @@ class Sweep:
         from optuna.visualization import matplotlib as ov
 
         out: dict[str, bytes] = {}
-        plots = {"optimization_history.png": lambda: ov.plot_optimization_history(study),
-                 "parallel_coordinates.png": lambda: ov.plot_parallel_coordinate(study)}  # fmt: skip
+        target = {"target": lambda t: t.values[0], "target_name": self.search.objective}
+        plots = {"optimization_history.png": lambda: ov.plot_optimization_history(study, **target),
+                 "parallel_coordinates.png": lambda: ov.plot_parallel_coordinate(study, **target)}  # fmt: skip
+        if len(self.search.directions) == 2:
+            plots["pareto_front.png"] = lambda: ov.plot_pareto_front(
+                study, target_names=[self.search.objective, *self.search.extra_objectives])
         complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         varied = {k for t in complete for k in t.params if len({str(u.params.get(k)) for u in complete}) > 1}
         if len(complete) >= 3 and len(varied) >= 2:
-            plots["param_importances.png"] = lambda: ov.plot_param_importances(study)
+            plots["param_importances.png"] = lambda: ov.plot_param_importances(study, **target)
             try:
-                importance = optuna.importance.get_param_importances(study)
+                importance = optuna.importance.get_param_importances(study, target=target["target"])
                 top = [k for k in importance if k in varied][:2]
                 if len(top) == 2:
-                    plots["contour.png"] = lambda: ov.plot_contour(study, params=top)
+                    plots["contour.png"] = lambda: ov.plot_contour(study, params=top, **target)
             except (RuntimeError, ValueError):
                 pass
         with warnings.catch_warnings():
@@ -231,6 +252,8 @@ def describe_sweep(result: SweepResult, objective: str) -> str:
            if result.baseline_value is not None and not math.isnan(result.baseline_value) else ""),  # fmt: skip
     ]
     lines += [f"  {k} = {v}" for k, v in result.best_params.items()]
+    if len(result.pareto_trials) > 1:
+        lines.append(f"Pareto front: trials {', '.join(map(str, sorted(result.pareto_trials)))}")
     if result.failures:
         lines.append(f"{len(result.failures)} failed trial(s):")
         lines += [f"  {f}" for f in result.failures]

@@ -65,14 +65,18 @@ def fuse(lexical: StageResult, dense: StageResult, config: FusionConfig, depth: 
     unique, inverse = np.unique(keys, return_inverse=True)
     summed = np.bincount(inverse, weights=contrib[valid]) + base[unique // n_chunks]
     q, chunk = unique // n_chunks, unique % n_chunks
-    # rank per question: score descending, lower chunk index first on ties
-    order = np.lexsort((chunk, -summed, q))
-    q, chunk, summed = q[order], chunk[order], summed[order]
+    # unique is sorted by (question, chunk): lay each question's candidates out in a
+    # row, then a stable sort by score keeps the lower chunk index first on ties
     counts = np.bincount(q, minlength=n_q)
     col = np.arange(len(q)) - np.repeat(np.cumsum(counts) - counts, counts)
-    keep = col < depth
+    width = max(int(counts.max(initial=0)), 1)
+    grid_scores = np.full((n_q, width), -np.inf)
+    grid_ids = np.full((n_q, width), -1, dtype=np.int64)
+    grid_scores[q, col], grid_ids[q, col] = summed, chunk
+    order = np.argsort(-grid_scores, axis=1, kind="stable")[:, :depth]
     out_ids = np.full((n_q, depth), -1, dtype=np.int64)
     out_scores = np.full((n_q, depth), -np.inf, dtype=np.float32)
-    out_ids[q[keep], col[keep]] = chunk[keep]
-    out_scores[q[keep], col[keep]] = summed[keep]
+    k = order.shape[1]
+    out_ids[:, :k] = np.take_along_axis(grid_ids, order, axis=1)
+    out_scores[:, :k] = np.take_along_axis(grid_scores, order, axis=1)
     return StageResult(out_ids, out_scores)

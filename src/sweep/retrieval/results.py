@@ -14,16 +14,18 @@ class StageResult:
 
     ids: np.ndarray
     scores: np.ndarray
+    compute_seconds: float = 0.0  # what producing it cost when it was computed (not when read from a cache)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {"ids": self.ids, "scores": self.scores}
+        return {"ids": self.ids, "scores": self.scores, "compute_seconds": np.array([self.compute_seconds])}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "StageResult":
-        return cls(np.array(arrays["ids"]), np.array(arrays["scores"]))
+        seconds = float(arrays["compute_seconds"][0]) if "compute_seconds" in arrays else 0.0
+        return cls(np.array(arrays["ids"]), np.array(arrays["scores"]), seconds)
 
     def head(self, k: int) -> "StageResult":
-        return StageResult(self.ids[:, :k], self.scores[:, :k])
+        return StageResult(self.ids[:, :k], self.scores[:, :k], self.compute_seconds)
 
 
 def top_k(scores: np.ndarray, k: int, keep=None) -> StageResult:
