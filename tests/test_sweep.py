@@ -167,3 +167,30 @@ def test_multi_objective_sweep_has_a_pareto_front(fixture_config, tmp_path):
     parent = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags][0]
     assert parent.data.tags["sweep.dataset_hash"]
     assert "pareto_front.png" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+
+
+def test_sigint_finishes_the_current_trial_and_says_how_to_resume(fixture_config, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "sweep", str(fixture_config), "--trials", "200"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines = []
+    for line in proc.stdout:  # wait for two finished trials, then interrupt
+        lines.append(line)
+        if sum("trial" in x and "ndcg@5" in x for x in lines) >= 2:
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0, out
+    assert "finishing the current trial" in out and "Resume with the same command" in out
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{tmp_path / 'runs' / 'sweep' / 'optuna.db'}")
+    states = {t.state for t in study.trials}
+    assert states == {optuna.trial.TrialState.COMPLETE}  # nothing left running or failed
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("sweep")
+    children = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == len(study.trials) and all(r.info.status == "FINISHED" for r in children)

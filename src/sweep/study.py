@@ -10,6 +10,8 @@ parameter set already evaluated is answered from the earlier trial.
 from __future__ import annotations
 
 import math
+import signal
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,13 +160,35 @@ class Sweep:
         self.say(f"study {self.study_name!r}: {len(study.trials)} trial(s) so far; running {self.trials} more"
                  f" (objective {self.search.objective}, {self.search.direction})\n  storage {self.storage}")  # fmt: skip
         self._done = 0
+        self._stop_requested = False
         interrupted = False
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        in_main = threading.current_thread() is threading.main_thread()
+        if in_main:
+            for sig in previous:
+                signal.signal(sig, self._request_stop)
         try:
-            study.optimize(self._guarded, n_trials=self.trials, timeout=self.timeout, callbacks=[self._progress],
-                           catch=(SweepError,))  # fmt: skip
+            study.optimize(self._guarded, n_trials=self.trials, timeout=self.timeout,
+                           callbacks=[self._progress, self._maybe_stop], catch=(SweepError,))  # fmt: skip
         except KeyboardInterrupt:
             interrupted = True
-        return self.finish(study, interrupted)
+        finally:
+            if in_main:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+        return self.finish(study, interrupted or self._stop_requested)
+
+    def _request_stop(self, signum, frame) -> None:
+        """First Ctrl-C (or SIGTERM): finish and log the current trial, then stop. Second: stop now."""
+        if self._stop_requested:
+            raise KeyboardInterrupt
+        self._stop_requested = True
+        print(f"\n{signal.Signals(signum).name}: finishing the current trial, then stopping "
+              "(press Ctrl-C again to stop at once)", flush=True)  # fmt: skip
+
+    def _maybe_stop(self, study: optuna.Study, trial) -> None:
+        if self._stop_requested:
+            study.stop()
 
     def _guarded(self, trial: optuna.Trial) -> float:
         try:
