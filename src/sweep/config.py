@@ -23,8 +23,8 @@ class Strict(BaseModel):
 
 
 class DatasetConfig(Strict):
-    loader: Literal["native", "beir", "span_csv"] = "native"
-    path: str
+    loader: Literal["native", "beir", "span_csv", "python_reference"] = "native"
+    path: str = Field(..., description='a folder or file; "bundled" for the python_reference example')
     split: str | None = Field(None, description="BEIR qrels split, or the `split` field of native questions")
     corpora: str | None = Field(None, description="span_csv: folder of <corpus_id>.md files")
     include_title: bool = Field(True, description="prefix chunks with their document title for retrieval")
@@ -180,8 +180,8 @@ def build_config(data: dict, file: str, base: Path | None = None) -> EvalConfig:
 
 def resolve_paths(config: EvalConfig, base: Path) -> EvalConfig:
     def absolute(p: str | None) -> str | None:
-        if p is None:
-            return None
+        if p is None or p == "bundled":
+            return p
         path = Path(p).expanduser()
         return str(path if path.is_absolute() else (base / path).resolve())
 

@@ -27,6 +27,13 @@ from .retrieval import Encoder, Reranker, StageResult, bm25_search, dense_search
 
 
 def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
+    if config.loader == "python_reference":
+        from .data.python_reference import load_python_reference
+
+        eval_set = load_python_reference(None if config.path == "bundled" else config.path)
+        if config.split:
+            eval_set = eval_set.with_questions([q for q in eval_set.questions if q.split == config.split])
+        return eval_set.with_questions(eval_set.questions[: config.max_questions or None])
     path = Path(config.path)
     if not path.exists():
         raise ConfigError("", "dataset.path", f"{path} does not exist", ["point dataset.path at your eval set"])
