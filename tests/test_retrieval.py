@@ -151,3 +151,41 @@ def test_missing_model_is_a_config_error():
 
     with pytest.raises(ConfigError, match="cannot load model 'no-such-org/no-such-model'"):
         load_cross_encoder("no-such-org/no-such-model")
+
+
+def test_maxsim_rerank_scores_by_hand(tmp_path):
+    """ColBERT-style MaxSim: sum over query tokens of the best cosine with any text token."""
+    from sweep.retrieval.dense import load_sentence_transformer
+
+    queries = ["immutable sequence"]
+    texts = ["lists can change", "tuples are immutable sequences", "the sky is blue"]
+    first = result([[0, 2, 1]], [[3, 2, 1]])
+    reranker = Reranker(RerankConfig(enabled=True, kind="maxsim", model="minilm-l6", depth=3), str(tmp_path))
+    out = reranker.rerank(queries, texts, first)
+    model = load_sentence_transformer("minilm-l6")
+
+    def unit(x):
+        x = x.numpy()
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    q = unit(model.encode(queries, output_value="token_embeddings")[0])
+    expected = [float((q @ unit(model.encode([t], output_value="token_embeddings")[0]).T).max(axis=1).sum())
+                for t in texts]  # fmt: skip
+    assert out.ids[0].tolist() == list(np.argsort(-np.array(expected), kind="stable"))
+    assert out.scores[0] == pytest.approx(sorted(expected, reverse=True), rel=1e-4)
+    assert out.ids[0, 0] == 1  # the tuple sentence wins
+
+
+@pytest.mark.parametrize("index", ["hnsw", "ivf"])
+def test_approximate_indexes_find_the_exact_neighbours_on_easy_data(index):
+    from sweep.config import DenseConfig
+    from sweep.retrieval import dense_search
+
+    rng = np.random.default_rng(0)
+    docs = rng.normal(size=(2000, 32)).astype(np.float32)
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    queries = docs[:50] + 0.01 * rng.normal(size=(50, 32)).astype(np.float32)
+    exact = dense_search(docs, queries, DenseConfig(index="flat"), 5, None)
+    approx = dense_search(docs, queries, DenseConfig(index=index, ivf_lists=16, ivf_probe=8), 5, None)
+    assert (exact.ids[:, 0] == np.arange(50)).all()
+    assert (approx.ids[:, 0] == exact.ids[:, 0]).mean() >= 0.95

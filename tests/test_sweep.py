@@ -194,3 +194,54 @@ def test_sigint_finishes_the_current_trial_and_says_how_to_resume(fixture_config
     exp = client.get_experiment_by_name("sweep")
     children = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == len(study.trials) and all(r.info.status == "FINISHED" for r in children)
+
+
+def test_constraint_and_log_scale_in_the_search_space():
+    from sweep.space import SearchConfig, suggest
+
+    search = SearchConfig.model_validate({"space": {
+        "chunking.size": {"int": [20, 60], "step": 20},
+        "chunking.overlap": {"int": [0, 100], "step": 10, "below": "chunking.size"},
+        "retrieval.bm25.k1": {"float": [0.1, 10], "log": True},
+    }})  # fmt: skip
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(40):
+        trial = study.ask()
+        chosen = suggest(trial, search, {})
+        assert chosen["chunking.overlap"] < chosen["chunking.size"]
+        assert 0.1 <= chosen["retrieval.bm25.k1"] <= 10
+        study.tell(trial, 0.0)
+
+
+@pytest.fixture()
+def postgres_url():
+    """A fresh database on the local PostgreSQL (present on dev machines and in CI), dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    name = f"sweep_test_{uuid.uuid4().hex[:10]}"
+    admin = None
+    for user in ("root", "postgres"):
+        try:
+            admin = psycopg.connect(host="127.0.0.1", port=5432, user=user, dbname="test", autocommit=True)
+            break
+        except psycopg.OperationalError:
+            continue
+    if admin is None:
+        pytest.fail("PostgreSQL on 127.0.0.1:5432 is not reachable (user root or postgres, database test)")
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    yield f"postgresql://{admin.info.user}@127.0.0.1:5432/{name}"
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin.close()
+
+
+def test_study_on_postgresql_storage(fixture_config, tmp_path, postgres_url):
+    result = run_sweep(fixture_config, runs_dir=tmp_path / "runs", trials=4, storage=postgres_url, quiet=True)
+    study = optuna.load_study(study_name="sweep", storage=postgres_url)
+    assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4
+    run_sweep(fixture_config, runs_dir=tmp_path / "runs", trials=1, storage=postgres_url, quiet=True)
+    assert [t.number for t in optuna.load_study(study_name="sweep", storage=postgres_url).trials] == list(range(5))
+    assert result.storage == postgres_url

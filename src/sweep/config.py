@@ -82,6 +82,7 @@ class RerankConfig(Strict):
     model: str = "minilm-l6"
     depth: int = Field(20, ge=1)
     batch_size: int = Field(32, ge=1)
+    max_seq_length: int | None = Field(None, ge=8, description="bi_encoder: as dense.max_seq_length; equal settings share cached embeddings")
 
 
 class RetrievalConfig(Strict):

@@ -12,7 +12,8 @@
         learning.rate: {float: [1e-4, 1e-1], log: true}
 
 Parameters are suggested in the order written, so ``when`` (conditional)
-and ``below`` (constraint) may refer to any earlier one. A parameter whose
+and ``below`` (constraint) may refer to any earlier one (or a fixed config
+key); a ``when`` value may be a list of accepted values. A parameter whose
 ``when`` does not hold keeps the YAML's fixed value and is not suggested,
 as with Optuna's define-by-run ``if``.
 """
@@ -101,7 +102,7 @@ def suggest(trial, search: SearchConfig, baseline: dict[str, Any]) -> dict[str, 
     chosen: dict[str, Any] = {}
     for name, p in search.space.items():
         current = {**baseline, **chosen}
-        if any(current.get(k) != v for k, v in p.when.items()):
+        if not all(when_holds(current.get(k), v) for k, v in p.when.items()):
             continue
         if p.categorical is not None:
             chosen[name] = trial.suggest_categorical(name, p.categorical)
@@ -116,6 +117,11 @@ def suggest(trial, search: SearchConfig, baseline: dict[str, Any]) -> dict[str, 
                 high = min(high, float(current[p.below]))
             chosen[name] = trial.suggest_float(name, low, max(low, high), step=p.step, log=p.log)
     return chosen
+
+
+def when_holds(value: Any, wanted: Any) -> bool:
+    """``when: {key: value}`` matches that value; ``when: {key: [a, b]}`` matches any of them."""
+    return value in wanted if isinstance(wanted, list) else value == wanted
 
 
 def grid(search: SearchConfig) -> dict[str, list[Any]]:

@@ -22,7 +22,7 @@ import yaml
 from .config import apply_overrides, build_config, read_yaml
 from .errors import ConfigError, SweepError
 from .pipeline import Pipeline
-from .space import SearchConfig, grid, parse_search, suggest
+from .space import SearchConfig, when_holds, grid, parse_search, suggest
 from .tracking import Tracker, code_version, figure_png, flatten, ui_command
 
 
@@ -101,7 +101,7 @@ class Sweep:
         out: dict[str, Any] = {}
         for name, p in self.search.space.items():
             current = {**self.baseline_flat, **out}
-            if all(current.get(k) == v for k, v in p.when.items()):
+            if all(when_holds(current.get(k), v) for k, v in p.when.items()):
                 out[name] = self.baseline_flat[name]
         return out
 

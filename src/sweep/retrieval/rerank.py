@@ -87,7 +87,8 @@ class Reranker:
                 dtype=np.float32,
             ).reshape(-1)
         if kind == "bi_encoder":
-            encoder = Encoder(DenseConfig(model=self.config.model, batch_size=self.config.batch_size), self.cache_dir)
+            encoder = Encoder(DenseConfig(model=self.config.model, batch_size=self.config.batch_size,
+                                          max_seq_length=self.config.max_seq_length), self.cache_dir)  # fmt: skip
             q = encoder.encode(queries)
             d = encoder.encode(texts, progress="rerank")
             return (q * d).sum(axis=1).astype(np.float32)
