@@ -109,7 +109,7 @@ def load_native(folder: str | Path, *, lenient: bool = False) -> EvalSet:
     folder = Path(folder)
     problems: list[Problem] = []
     documents = list(_documents(folder / "corpus.jsonl", problems))
-    questions = list(_questions(folder / "questions.jsonl", problems))
+    questions = list(parse_questions(folder / "questions.jsonl", problems))
     return assemble(folder.name, documents, questions, problems, lenient=lenient)
 
 
@@ -125,7 +125,7 @@ def _documents(path: Path, problems: list[Problem]) -> Iterator[tuple[Document, 
             yield Document(doc_id, text, title, metadata), where
 
 
-def _questions(path: Path, problems: list[Problem]) -> Iterator[RawQuestion]:
+def parse_questions(path: Path, problems: list[Problem]) -> Iterator[RawQuestion]:
     for n, obj in read_jsonl(path, problems):
         where = Where(str(path), n)
         f = Fields(obj, where, problems)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .jsonl import _questions
+from .jsonl import parse_questions
 from .model import Document, EvalSet
 from .validate import Where, assemble
 
@@ -35,5 +35,5 @@ def load_python_reference(questions: str | Path | None = None) -> EvalSet:
     path = Path(str(questions or BUNDLED_QUESTIONS))
     problems: list = []
     documents = [(d, Where("pydoc_data.topics")) for d in python_reference_documents()]
-    raw = list(_questions(path, problems))
+    raw = list(parse_questions(path, problems))
     return assemble("python-reference", documents, raw, problems, lenient=True)
