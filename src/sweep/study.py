@@ -241,7 +241,10 @@ class Sweep:
         from optuna.visualization import matplotlib as ov
 
         out: dict[str, bytes] = {}
-        target = {"target": lambda t: t.values[0], "target_name": self.search.objective}
+        # a target is needed with several objectives; with one, leaving it out keeps the
+        # study's direction (importance evaluators assume low targets are good)
+        multi = len(self.search.directions) > 1
+        target = {"target": lambda t: t.values[0], "target_name": self.search.objective} if multi else {}
         plots = {"optimization_history.png": lambda: ov.plot_optimization_history(study, **target),
                  "parallel_coordinates.png": lambda: ov.plot_parallel_coordinate(study, **target)}  # fmt: skip
         if len(self.search.directions) == 2:
@@ -252,7 +255,7 @@ class Sweep:
         if len(complete) >= 3 and len(varied) >= 2:
             plots["param_importances.png"] = lambda: ov.plot_param_importances(study, **target)
             try:
-                importance = optuna.importance.get_param_importances(study, target=target["target"])
+                importance = optuna.importance.get_param_importances(study, target=target.get("target"))
                 top = [k for k in importance if k in varied][:2]
                 if len(top) == 2:
                     plots["contour.png"] = lambda: ov.plot_contour(study, params=top, **target)
