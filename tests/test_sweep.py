@@ -96,6 +96,7 @@ def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     assert one.data.params["retrieval.mode"] == "hybrid" and "retrieval.fusion.method" in one.data.params
     artifacts = {a.path for a in client.list_artifacts(one.info.run_id)}
     assert {"config.yaml", "per_question.csv", "recall_at_k.png"} <= artifacts
+    assert exp.artifact_location == (runs / "mlartifacts").resolve().as_uri()  # beside the store
     parent_artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"best_config.yaml", "optimization_history.png"} <= parent_artifacts
     assert parent.data.metrics["best_objective"] == pytest.approx(result.best_value)

@@ -35,6 +35,14 @@ def flatten(data: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def default_artifact_location(tracking_uri: str) -> str | None:
+    """Artifacts of an embedded SQLite store live beside it, not in ./mlruns of whatever folder we run in."""
+    if tracking_uri.startswith("sqlite:///"):
+        db = Path(tracking_uri.removeprefix("sqlite:///"))
+        return (db.parent / "mlartifacts").resolve().as_uri()
+    return None  # a tracking server decides for itself
+
+
 def mlflow_name(metric: str) -> str:
     return metric.replace("@", "_at_")
 
@@ -56,7 +64,9 @@ class Tracker:
         mlflow.set_tracking_uri(tracking_uri)
         self.client = mlflow.MlflowClient(tracking_uri)
         exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
+            experiment, artifact_location=default_artifact_location(tracking_uri)
+        )
         self.tracking_uri = tracking_uri
 
     def parent(self, study: str, tags: dict[str, str]) -> str:
