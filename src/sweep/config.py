@@ -121,19 +121,24 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def set_dotted(data: dict, key: str, value: Any, file: str = "") -> None:
+    """Set ``a.b.c`` in nested dicts, creating sections on the way."""
+    node = data
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(file, key, f"{part!r} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
 def apply_overrides(data: dict, overrides: list[str], file: str) -> dict:
     for item in overrides:
         if "=" not in item:
             raise ConfigError(file, item, "an override must look like key.path=value")
         key, value = item.split("=", 1)
-        node = data
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(file, key, f"{part!r} is not a section")
-            node = child
-        node[parts[-1]] = parse_value(value)
+        set_dotted(data, key, parse_value(value), file)
     return data
 
 

@@ -31,20 +31,18 @@ def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
         from .data.python_reference import load_python_reference
 
         eval_set = load_python_reference(None if config.path == "bundled" else config.path)
-        if config.split:
-            eval_set = eval_set.with_questions([q for q in eval_set.questions if q.split == config.split])
-        return eval_set.with_questions(eval_set.questions[: config.max_questions or None])
-    path = Path(config.path)
-    if not path.exists():
-        raise ConfigError("", "dataset.path", f"{path} does not exist", ["point dataset.path at your eval set"])
-    if config.loader == "beir":
-        eval_set = load_beir(path, config.split or "test", lenient=lenient)
-    elif config.loader == "span_csv":
-        eval_set = load_span_csv(path, config.corpora, lenient=lenient)
     else:
-        eval_set = load_native(path, lenient=lenient)
-        if config.split:
-            eval_set = eval_set.with_questions([q for q in eval_set.questions if q.split == config.split])
+        path = Path(config.path)
+        if not path.exists():
+            raise ConfigError("", "dataset.path", f"{path} does not exist", ["point dataset.path at your eval set"])
+        if config.loader == "beir":
+            eval_set = load_beir(path, config.split or "test", lenient=lenient)
+        elif config.loader == "span_csv":
+            eval_set = load_span_csv(path, config.corpora, lenient=lenient)
+        else:
+            eval_set = load_native(path, lenient=lenient)
+    if config.split and config.loader in ("native", "python_reference"):  # BEIR's split picks its qrels file
+        eval_set = eval_set.with_questions([q for q in eval_set.questions if q.split == config.split])
     if config.max_questions:
         eval_set = eval_set.with_questions(eval_set.questions[: config.max_questions])
     return eval_set

@@ -9,6 +9,7 @@ parameter set already evaluated is answered from the earlier trial.
 
 from __future__ import annotations
 
+import copy
 import math
 import signal
 import threading
@@ -19,7 +20,7 @@ from typing import Any
 import optuna
 import yaml
 
-from .config import apply_overrides, build_config, read_yaml
+from .config import apply_overrides, build_config, read_yaml, set_dotted
 from .errors import ConfigError, SweepError
 from .pipeline import Pipeline
 from .space import SearchConfig, when_holds, grid, parse_search, suggest
@@ -38,14 +39,6 @@ class SweepResult:
     n_complete: int
     failures: list[str] = field(default_factory=list)
     pareto_trials: list[int] = field(default_factory=list)
-
-
-def _set(data: dict, dotted: str, value: Any) -> None:
-    node = data
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-    node[parts[-1]] = value
 
 
 def _sampler(search: SearchConfig):
@@ -92,9 +85,9 @@ class Sweep:
             print(text, flush=True)
 
     def config_for(self, params: dict[str, Any]):
-        data = yaml.safe_load(yaml.safe_dump(self.data))  # deep copy
+        data = copy.deepcopy(self.data)
         for k, v in params.items():
-            _set(data, k, v)
+            set_dotted(data, k, v, str(self.path))
         return build_config(data, str(self.path), self.path.parent)
 
     def baseline_params(self) -> dict[str, Any]:
