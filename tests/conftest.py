@@ -6,11 +6,13 @@ skip would hide a broken checkout.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -52,3 +54,98 @@ def measure(qrels, rankings, metric: str, threshold: int = 1) -> dict[str, float
 
     run, labels = doc_level(qrels, rankings, threshold)
     return {qid: float(v) for qid, v in zip(labels.question_ids, evaluate(run, labels, [metric]).values[metric])}
+
+
+TOPICS = {
+    "lists": "Python lists are mutable sequences that grow as items are appended.",
+    "tuples": "Tuples are immutable sequences, often used for fixed records.",
+    "dicts": "Dictionaries map hashable keys to values with average constant-time lookup.",
+    "sets": "Sets hold unique hashable elements and support union and intersection.",
+    "strings": "Strings are immutable sequences of Unicode code points.",
+    "bytes": "Bytes objects are immutable sequences of single bytes.",
+    "gen": "Generators produce values lazily with the yield statement.",
+    "ctx": "Context managers run setup and cleanup code around a with block.",
+}
+QUESTIONS = [
+    ("q1", "which sequence type can change after creation", "lists"),
+    ("q2", "fixed records that cannot be modified", "tuples"),
+    ("q3", "key value mapping with fast lookup", "dicts"),
+    ("q4", "unique elements with union", "sets"),
+    ("q5", "text made of unicode characters", "strings"),
+    ("q6", "raw binary data sequence", "bytes"),
+    ("q7", "lazy production of values", "gen"),
+    ("q8", "cleanup code around a block", "ctx"),
+]
+
+
+@pytest.fixture()
+def fixture_config(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": k, "text": v}) for k, v in TOPICS.items()))
+    (data / "questions.jsonl").write_text(
+        "\n".join(json.dumps({"id": q, "text": t, "evidence": [{"doc_id": d, "grade": 1}]}) for q, t, d in QUESTIONS)
+    )
+    config = {
+        "dataset": {"loader": "native", "path": "data"},
+        "chunking": {"strategy": "document"},
+        "retrieval": {"mode": "hybrid", "candidates": 8, "top_k": 5, "bm25": {"stemming": "none"}},
+        "evaluation": {"ks": [1, 3, 5]},
+        "cache_dir": str(tmp_path / "cache"),
+        "search": {
+            "objective": "ndcg@5",
+            "trials": 10,
+            "seed": 3,
+            "space": {
+                "retrieval.fusion.method": {"categorical": ["linear", "rrf"]},
+                "retrieval.fusion.alpha": {"float": [0, 1], "step": 0.25, "when": {"retrieval.fusion.method": "linear"}},
+                "retrieval.fusion.rrf_k": {"int": [10, 60], "step": 10, "when": {"retrieval.fusion.method": "rrf"}},
+                "retrieval.top_k": {"int": [3, 5]},
+            },
+        },
+    }
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return tmp_path / "sweep.yaml"
+
+
+@pytest.fixture()
+def postgres_url():
+    """A fresh database on the local PostgreSQL (present on dev machines and in CI), dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    name = f"sweep_test_{uuid.uuid4().hex[:10]}"
+    admin = None
+    for user in ("root", "postgres"):
+        try:
+            admin = psycopg.connect(host="127.0.0.1", port=5432, user=user, dbname="test", autocommit=True)
+            break
+        except psycopg.OperationalError:
+            continue
+    if admin is None:
+        pytest.fail("PostgreSQL on 127.0.0.1:5432 is not reachable (user root or postgres, database test)")
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    yield f"postgresql://{admin.info.user}@127.0.0.1:5432/{name}"
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin.close()
+
+
+def chromium(url: str, tmp_path: Path, screenshot: Path | None = None, size: str = "1200,2400") -> str:
+    """Render ``url`` in Debian's headless Chromium; returns the DOM after scripts ran, saves a screenshot."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.fail("chromium not found: scripts/setup installs Debian's chromium package (apt-get install chromium)")
+    flags = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             f"--user-data-dir={tmp_path / 'chromium-profile'}", f"--window-size={size}", "--hide-scrollbars"]  # fmt: skip
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    if screenshot is not None:
+        shot = subprocess.run([*flags, f"--screenshot={screenshot}", url], capture_output=True, text=True, timeout=120)
+        assert shot.returncode == 0 and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]
+    return dom.stdout

@@ -114,7 +114,8 @@ def test_cli_eval_prints_and_writes_json(tiny, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "recall@k" in proc.stdout and "ndcg" in proc.stdout
     data = json.loads(out.read_text())
-    assert set(data) == {"mean", "per_question", "skipped"} and data["skipped"] == ["q4"]
+    assert set(data) == {"mean", "per_question", "skipped", "questions"} and data["skipped"] == ["q4"]
+    assert set(data["questions"]) == set(data["per_question"])  # texts, for `sweep compare`
 
 
 def test_cli_error_is_one_line_without_traceback(tiny):

@@ -15,58 +15,6 @@ from sweep.errors import ConfigError
 from sweep.pipeline import Pipeline
 from sweep.study import Sweep, run_sweep
 
-TOPICS = {
-    "lists": "Python lists are mutable sequences that grow as items are appended.",
-    "tuples": "Tuples are immutable sequences, often used for fixed records.",
-    "dicts": "Dictionaries map hashable keys to values with average constant-time lookup.",
-    "sets": "Sets hold unique hashable elements and support union and intersection.",
-    "strings": "Strings are immutable sequences of Unicode code points.",
-    "bytes": "Bytes objects are immutable sequences of single bytes.",
-    "gen": "Generators produce values lazily with the yield statement.",
-    "ctx": "Context managers run setup and cleanup code around a with block.",
-}
-QUESTIONS = [
-    ("q1", "which sequence type can change after creation", "lists"),
-    ("q2", "fixed records that cannot be modified", "tuples"),
-    ("q3", "key value mapping with fast lookup", "dicts"),
-    ("q4", "unique elements with union", "sets"),
-    ("q5", "text made of unicode characters", "strings"),
-    ("q6", "raw binary data sequence", "bytes"),
-    ("q7", "lazy production of values", "gen"),
-    ("q8", "cleanup code around a block", "ctx"),
-]
-
-
-@pytest.fixture()
-def fixture_config(tmp_path: Path) -> Path:
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": k, "text": v}) for k, v in TOPICS.items()))
-    (data / "questions.jsonl").write_text(
-        "\n".join(json.dumps({"id": q, "text": t, "evidence": [{"doc_id": d, "grade": 1}]}) for q, t, d in QUESTIONS)
-    )
-    config = {
-        "dataset": {"loader": "native", "path": "data"},
-        "chunking": {"strategy": "document"},
-        "retrieval": {"mode": "hybrid", "candidates": 8, "top_k": 5, "bm25": {"stemming": "none"}},
-        "evaluation": {"ks": [1, 3, 5]},
-        "cache_dir": str(tmp_path / "cache"),
-        "search": {
-            "objective": "ndcg@5",
-            "trials": 10,
-            "seed": 3,
-            "space": {
-                "retrieval.fusion.method": {"categorical": ["linear", "rrf"]},
-                "retrieval.fusion.alpha": {"float": [0, 1], "step": 0.25, "when": {"retrieval.fusion.method": "linear"}},
-                "retrieval.fusion.rrf_k": {"int": [10, 60], "step": 10, "when": {"retrieval.fusion.method": "rrf"}},
-                "retrieval.top_k": {"int": [3, 5]},
-            },
-        },
-    }
-    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    return tmp_path / "sweep.yaml"
-
-
 def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     runs = tmp_path / "runs"
     result = run_sweep(fixture_config, runs_dir=runs, quiet=True)
@@ -95,7 +43,7 @@ def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     assert {"ndcg_at_5", "recall_at_3", "mrr", "objective", "time_metrics_s"} <= set(one.data.metrics)
     assert one.data.params["retrieval.mode"] == "hybrid" and "retrieval.fusion.method" in one.data.params
     artifacts = {a.path for a in client.list_artifacts(one.info.run_id)}
-    assert {"config.yaml", "per_question.csv", "recall_at_k.png"} <= artifacts
+    assert {"config.yaml", "scores.json", "recall_at_k.png", "diagnosis.txt"} <= artifacts
     assert exp.artifact_location == (runs / "mlartifacts").resolve().as_uri()  # beside the store
     parent_artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"best_config.yaml", "optimization_history.png"} <= parent_artifacts
@@ -212,31 +160,6 @@ def test_constraint_and_log_scale_in_the_search_space():
         assert chosen["chunking.overlap"] < chosen["chunking.size"]
         assert 0.1 <= chosen["retrieval.bm25.k1"] <= 10
         study.tell(trial, 0.0)
-
-
-@pytest.fixture()
-def postgres_url():
-    """A fresh database on the local PostgreSQL (present on dev machines and in CI), dropped afterwards."""
-    import uuid
-
-    import psycopg
-
-    name = f"sweep_test_{uuid.uuid4().hex[:10]}"
-    admin = None
-    for user in ("root", "postgres"):
-        try:
-            admin = psycopg.connect(host="127.0.0.1", port=5432, user=user, dbname="test", autocommit=True)
-            break
-        except psycopg.OperationalError:
-            continue
-    if admin is None:
-        pytest.fail("PostgreSQL on 127.0.0.1:5432 is not reachable (user root or postgres, database test)")
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name}")
-    yield f"postgresql://{admin.info.user}@127.0.0.1:5432/{name}"
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    admin.close()
 
 
 def test_study_on_postgresql_storage(fixture_config, tmp_path, postgres_url):

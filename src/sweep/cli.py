@@ -4,6 +4,8 @@
                     [--study NAME] [--tracking-uri URI]   the sweep (Optuna + MLflow)
     python -m sweep eval CONFIG [key=value ...] [--json OUT]
     python -m sweep score --qrels FILE --run FILE [--k 1,3,5,10] [--json OUT]
+    python -m sweep compare A B [--json OUT]     A, B: result files or MLflow run ids
+    python -m sweep report STUDY [--out FILE]    the study's HTML report
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from .errors import SweepError
 from .render import describe_result, metrics_table
 
-SUBCOMMANDS = ("eval", "score", "sweep")
+SUBCOMMANDS = ("eval", "score", "sweep", "compare", "report")
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -52,7 +54,27 @@ def build_parser() -> argparse.ArgumentParser:
     _score_parser(sub)
     _eval_parser(sub)
     _sweep_parser(sub)
+    _compare_parser(sub)
+    _report_parser(sub)
     return parser
+
+
+def _compare_parser(sub) -> None:
+    p = sub.add_parser("compare", help="B against A per question: deltas, intervals, p-values, flipped questions")
+    p.add_argument("a", help="result file (eval --json / score --json) or MLflow run id")
+    p.add_argument("b", help="result file or MLflow run id")
+    p.add_argument("--metric", help="metric deciding improved/regressed (default ndcg@10, else the first ndcg)")
+    p.add_argument("--json", type=Path, help="write the comparison here")
+    p.add_argument("--tracking-uri", default="sqlite:///runs/mlflow.db", help="where run ids are looked up")
+    p.add_argument("--limit", type=int, default=10, help="questions listed per side (default 10)")
+
+
+def _report_parser(sub) -> None:
+    p = sub.add_parser("report", help="write a study's self-contained HTML report")
+    p.add_argument("study", help="study name (the config file's name unless --study was given)")
+    p.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/<study>/optuna.db)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI, to attach the report to the parent run")
+    p.add_argument("--out", type=Path, help="output file (default runs/<study>/report.html)")
 
 
 def _sweep_parser(sub) -> None:
@@ -99,6 +121,29 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    import json
+
+    from .compare import compare_scores, load_side, render_comparison
+
+    a, a_name = load_side(args.a, args.tracking_uri)
+    b, b_name = load_side(args.b, args.tracking_uri)
+    comparison = compare_scores(a, b, a_name=a_name, b_name=b_name, metric=args.metric)
+    print(render_comparison(comparison, limit=args.limit))
+    if args.json:
+        args.json.write_text(json.dumps(comparison.to_json(), indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .study import report_study
+
+    path = report_study(args.study, storage=args.storage, tracking_uri=args.tracking_uri, out=args.out)
+    print(f"wrote {path}  (open it in a browser)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -108,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["sweep", *argv]  # `python -m sweep CONFIG` is the sweep
     args = parser.parse_args(argv)
     try:
-        return {"score": cmd_score, "eval": cmd_eval, "sweep": cmd_sweep}[args.command](args)
+        commands = {"score": cmd_score, "eval": cmd_eval, "sweep": cmd_sweep, "compare": cmd_compare, "report": cmd_report}
+        return commands[args.command](args)
     except SweepError as e:
         if debug:
             raise

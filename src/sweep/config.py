@@ -22,6 +22,14 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class HoldoutPart(Strict):
+    """One side of a seeded split of the questions; the sweep sets it when a dataset has no splits of its own."""
+
+    part: Literal["tune", "heldout"]
+    fraction: float = Field(0.3, gt=0, lt=1, description="share of questions held out")
+    seed: int = 42
+
+
 class DatasetConfig(Strict):
     loader: Literal["native", "beir", "span_csv", "python_reference"] = "native"
     path: str = Field(..., description='a folder or file; "bundled" for the python_reference example')
@@ -30,6 +38,7 @@ class DatasetConfig(Strict):
     include_title: bool = Field(True, description="prefix chunks with their document title for retrieval")
     relevance_threshold: int = Field(1, ge=0)
     max_questions: int | None = Field(None, ge=1, description="first N questions only, for quick looks")
+    holdout: HoldoutPart | None = None
 
 
 class ChunkingSection(Strict):

@@ -19,7 +19,9 @@ from .cache import StageCache, content_key
 from .chunking import ChunkingConfig, ChunkSet, chunk_corpus
 from .config import DatasetConfig, EvalConfig
 from .data import EvalSet, load_beir, load_native, load_span_csv
+from .diagnostics import recall_curve
 from .errors import ConfigError
+from .holdout import partition
 from .labels import HitRule, Labels, resolve_labels
 from .metrics import Scores, evaluate, span_metrics, standard_metrics
 from .models import model_identity
@@ -45,6 +47,8 @@ def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
         eval_set = eval_set.with_questions([q for q in eval_set.questions if q.split == config.split])
     if config.max_questions:
         eval_set = eval_set.with_questions(eval_set.questions[: config.max_questions])
+    if config.holdout:
+        eval_set = eval_set.with_questions(partition(eval_set.questions, config.holdout))
     return eval_set
 
 
@@ -71,6 +75,7 @@ class EvalResult:
     chunk_scores: Scores
     doc_scores: Scores
     run: StageResult
+    recall_curve: np.ndarray  # mean recall@k for k = 1..len, over the untruncated ranking, in the configured view
     timings: dict[str, float] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     latency_ms: float = 0.0  # per question, at each stage's original compute cost (caches do not make it free)
@@ -209,7 +214,7 @@ class Pipeline:
         else:
             lexical, dense = self.bm25(p, config, timings), self.dense(p, config, timings)
             t = time.perf_counter()
-            depth = max(r.top_k, r.rerank.depth if r.rerank.enabled else 0)
+            depth = max(r.top_k, r.candidates, r.rerank.depth if r.rerank.enabled else 0)
             first = fuse(lexical, dense, r.fusion, depth, len(p.chunks))
             timings["fusion"] = self._cost["fusion"] = time.perf_counter() - t
         if r.rerank.enabled:
@@ -222,7 +227,7 @@ class Pipeline:
             first = reranker.rerank(p.queries, p.index_texts, first)
             self.counters["rerank_pairs_scored"] += reranker.scored - before
             timings["rerank"] = self._cost["rerank"] = time.perf_counter() - t
-        return first.head(r.top_k)
+        return first  # the whole ranking: run() cuts it at top_k, the recall curve reads all of it
 
     # -- the whole thing ---------------------------------------------------------
     def run(self, config: EvalConfig, extra_metrics: list[str] = ()) -> EvalResult:
@@ -232,7 +237,8 @@ class Pipeline:
         t = time.perf_counter()
         p = self.prepare(config)
         timings["prepare"] = time.perf_counter() - t
-        run = self.retrieve(p, config, timings)
+        deep = self.retrieve(p, config, timings)
+        run = deep.head(config.retrieval.top_k)
         t = time.perf_counter()
         ks = tuple(k for k in config.evaluation.ks if k <= config.retrieval.top_k) or (config.retrieval.top_k,)
         names = standard_metrics(ks)
@@ -243,6 +249,13 @@ class Pipeline:
                 chunk_scores.values.update(span_metrics(run.ids, p.labels, p.chunks, n))
         doc_run = document_run(run.ids, p.chunks.doc, len(p.eval_set.documents))
         doc_scores = evaluate(doc_run, p.doc_labels, names)
+        texts = dict(zip(p.labels.question_ids, p.queries))
+        for s in (chunk_scores, doc_scores):
+            s.texts = texts
+        if config.evaluation.view == "document":
+            curve = recall_curve(document_run(deep.ids, p.chunks.doc, len(p.eval_set.documents)), p.doc_labels)
+        else:
+            curve = recall_curve(deep.ids, p.labels)
         timings["metrics"] = time.perf_counter() - t
         encoders = list(self._encoders.values())
         counters = dict(self.counters) | {
@@ -251,7 +264,7 @@ class Pipeline:
         }
         scores = doc_scores if config.evaluation.view == "document" else chunk_scores
         latency_ms = 1000 * sum(self._cost.values()) / max(1, len(p.queries))
-        return EvalResult(config, scores, chunk_scores, doc_scores, run, timings, counters, latency_ms)
+        return EvalResult(config, scores, chunk_scores, doc_scores, run, curve, timings, counters, latency_ms)
 
 
 def run_config(path: str | Path, overrides: list[str] = (), lenient: bool = False) -> EvalResult:

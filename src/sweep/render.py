@@ -1,8 +1,10 @@
-"""Plain-text tables for the terminal: metrics by cutoff, and the recall@k curve."""
+"""Plain-text tables for the terminal: metrics by cutoff, the recall@k curve and its reading."""
 
 from __future__ import annotations
 
 import re
+
+from .diagnostics import curve_text, describe, diagnose
 
 
 def metrics_table(means: dict[str, float]) -> str:
@@ -28,15 +30,6 @@ def metrics_table(means: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def recall_curve(means: dict[str, float], bar_width: int = 40) -> str:
-    """A horizontal bar per cutoff: the curve that says whether to fix recall or ranking."""
-    points = sorted((int(m.group(1)), v) for n, v in means.items() if (m := re.fullmatch(r"recall@(\d+)", n)))
-    lines = ["recall@k"]
-    for k, v in points:
-        lines.append(f"  @{k:<4} {'#' * round(v * bar_width):<{bar_width}} {v:.3f}")
-    return "\n".join(lines)
-
-
 def describe_result(result) -> str:
     """What ``sweep eval`` prints: dataset, stage times and cache use, metrics, recall curve."""
     c = result.config
@@ -50,6 +43,8 @@ def describe_result(result) -> str:
         "",
         metrics_table(scores.mean()),
         "",
-        recall_curve(scores.mean()),
+        curve_text(result.recall_curve),
+        "",
+        describe(diagnose(result.recall_curve, scores.mean(), c.retrieval.top_k)),
     ]
     return "\n".join(lines)

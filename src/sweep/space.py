@@ -52,6 +52,22 @@ class Param(BaseModel):
         return self
 
 
+class HoldoutSettings(BaseModel):
+    """Tune on one part of the questions, report on the other.
+
+    The dataset's own splits are used when it has them (BEIR train/test,
+    native ``split`` fields tune/heldout); otherwise a seeded ``fraction``
+    is held out. ``fraction: 0`` turns the held-out evaluation off.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tune_split: str | None = None
+    heldout_split: str | None = None
+    fraction: float = Field(0.3, ge=0, lt=1)
+    seed: int = 42
+
+
 class SearchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,6 +81,7 @@ class SearchConfig(BaseModel):
     storage: str | None = None
     tracking_uri: str | None = None
     extra_objectives: list[str] = Field([], description="latency_ms (minimised) or metric names (maximised)")
+    holdout: HoldoutSettings = HoldoutSettings()
     space: dict[str, Param] = {}
 
     @model_validator(mode="after")

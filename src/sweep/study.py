@@ -22,9 +22,13 @@ import yaml
 
 from .config import apply_overrides, build_config, read_yaml, set_dotted
 from .errors import ConfigError, SweepError
-from .pipeline import Pipeline
-from .space import SearchConfig, when_holds, grid, parse_search, suggest
-from .tracking import Tracker, code_version, figure_png, flatten, ui_command
+from .holdout import Holdout, plan_holdout
+from .pipeline import Pipeline, load_dataset
+from .plots import study_plots
+from .report import write_report
+from .space import SearchConfig, grid, parse_search, suggest, when_holds
+from .tracking import Tracker, code_version, flatten, ui_command
+from .verdict import Verdict, build_verdict, describe_verdict, noise_check
 
 
 @dataclass
@@ -39,6 +43,8 @@ class SweepResult:
     n_complete: int
     failures: list[str] = field(default_factory=list)
     pareto_trials: list[int] = field(default_factory=list)
+    verdict: Verdict | None = None  # best vs baseline on the held-out questions
+    report_path: Path | None = None
 
 
 def _sampler(search: SearchConfig):
@@ -65,6 +71,11 @@ class Sweep:
         data.pop("study", None)
         self.data = data
         self.base = build_config(data, str(self.path), self.path.parent)  # validates the baseline early
+        self.holdout: Holdout | None = plan_holdout(self.search.holdout, self.base.dataset,
+                                                    lambda: load_dataset(self.base.dataset))  # fmt: skip
+        if self.holdout is not None:  # every trial sees the tuning questions only
+            self.data["dataset"] = {**self.data["dataset"], **self.holdout.tune}
+            self.base = build_config(self.data, str(self.path), self.path.parent)
         self.baseline_flat = flatten(self.base.model_dump(mode="json", exclude={"source"}))
         for name, p in self.search.space.items():
             for key in [name, *p.when, *([p.below] if p.below else [])]:
@@ -79,15 +90,20 @@ class Sweep:
         self.quiet = quiet
         self.pipeline = Pipeline(self.base.cache_dir, progress=not quiet)
         self.failures: list[str] = []
+        self.runs_dir = Path(runs_dir)
 
     def say(self, text: str) -> None:
         if not self.quiet:
             print(text, flush=True)
 
-    def config_for(self, params: dict[str, Any]):
+    def config_for(self, params: dict[str, Any], heldout: bool = False):
+        """The configuration of a trial; ``heldout`` swaps the tuning questions for the held-out ones."""
         data = copy.deepcopy(self.data)
         for k, v in params.items():
             set_dotted(data, k, v, str(self.path))
+        if heldout:
+            data["dataset"] = {k: v for k, v in data["dataset"].items() if k not in ("split", "holdout")}
+            data["dataset"].update(self.holdout.heldout)
         return build_config(data, str(self.path), self.path.parent)
 
     def baseline_params(self) -> dict[str, Any]:
@@ -144,14 +160,21 @@ class Sweep:
         study = optuna.create_study(study_name=self.study_name, storage=self.storage, sampler=_sampler(self.search),
                                     directions=self.search.directions, load_if_exists=True)  # fmt: skip
         self.tracker = Tracker(self.tracking_uri, self.study_name)
-        dataset_hash = self.pipeline.prepare(self.base).eval_set.content_hash
+        tuning_set = self.pipeline.prepare(self.base).eval_set
+        dataset_hash = tuning_set.content_hash
+        for key, value in {"objective": self.search.objective, "extra_objectives": self.search.extra_objectives,
+                           "config": str(self.path)}.items():  # fmt: skip
+            study.set_user_attr(key, value)
         self.parent_id = self.tracker.parent(self.study_name, {"sweep.config": str(self.path), "sweep.code_version": code_version(),
                                                              "sweep.objective": self.search.objective,
                                                              "sweep.dataset_hash": dataset_hash})  # fmt: skip
         if not study.trials:
             study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
-        self.say(f"study {self.study_name!r}: {len(study.trials)} trial(s) so far; running {self.trials} more"
+        finished = len([t for t in study.trials if t.state.is_finished()])
+        self.say(f"study {self.study_name!r}: {finished} trial(s) so far; running {self.trials} more"
                  f" (objective {self.search.objective}, {self.search.direction})\n  storage {self.storage}")  # fmt: skip
+        self.say(f"  tuning on {len(tuning_set.questions)} questions; "
+                 + (self.holdout.description if self.holdout else "no held-out questions (search.holdout.fraction: 0)"))  # fmt: skip
         self._done = 0
         self._stop_requested = False
         interrupted = False
@@ -203,18 +226,48 @@ class Sweep:
             summary["baseline_objective"] = baseline.values[0]
         for k, v in best.user_attrs.get("means", {}).items():
             summary[f"best_{k.replace('@', '_at_')}"] = v
+        verdict = self.final_verdict(study, best) if self.holdout else None
+        if verdict is not None:
+            summary.update(verdict.mlflow_metrics())
+            study.set_user_attr("verdict", verdict.to_json())
         files: dict[str, bytes | str] = {"best_config.yaml": best_yaml}
-        files.update(self._plots(study))
+        plots = study_plots(study, self.search.objective, self.search.extra_objectives)
+        files.update(plots)
+        report = write_report(study, self.runs_dir / self.study_name / "report.html", plots=plots)
+        files["report.html"] = report.read_bytes()
+        if verdict is not None:
+            files["diagnosis.txt"] = describe_verdict(verdict) + "\n"
         self.tracker.finish_parent(self.parent_id, summary, files)
         pareto = [t.number for t in study.best_trials] if self.search.extra_objectives else [best.number]
         result = SweepResult(self.study_name, self.storage, self.tracking_uri, best.values[0], best.params,
                              baseline.values[0] if baseline else None, best_yaml, len(complete), self.failures,
-                             pareto)  # fmt: skip
+                             pareto, verdict, report)  # fmt: skip
         self.say(describe_sweep(result, self.search.objective))
         if interrupted:
             self.say("\ninterrupted: the finished trials are saved. Resume with the same command, e.g.\n"
                      f"  python -m sweep {self.path} --study {self.study_name} --storage {self.storage}")  # fmt: skip
         return result
+
+    def final_verdict(self, study: optuna.Study, best: optuna.trial.FrozenTrial) -> Verdict:
+        """Best and baseline on the held-out questions; best against the runner-up on the tuning ones."""
+        metrics = [self.search.objective]
+        self.say("\nevaluating the best and the baseline configurations on the held-out questions")
+        held_best = self.pipeline.run(self.config_for(best.params, heldout=True), metrics)
+        held_base = self.pipeline.run(self.config_for(self.baseline_params(), heldout=True), metrics)
+        runner = self.runner_up(study, best)
+        noise = None
+        if runner is not None:  # both are cached stages: this costs metric time only
+            noise = noise_check(self.pipeline.run(self.config_for(best.params), metrics),
+                                self.pipeline.run(self.config_for(runner.params), metrics), self.search.objective)  # fmt: skip
+        return build_verdict(held_best, held_base, objective=self.search.objective, split=self.holdout.description,
+                             best_trial=best.number, noise=noise, runner_up_trial=runner.number if runner else None,
+                             best_is_baseline=best.params == self.baseline_params())  # fmt: skip
+
+    def runner_up(self, study: optuna.Study, best: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial | None:
+        sign = 1 if self.search.direction == "maximize" else -1
+        others = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                  if t.params != best.params]  # fmt: skip
+        return max(others, key=lambda t: (sign * t.values[0], -t.number)) if others else None
 
     def best(self, study: optuna.Study) -> optuna.trial.FrozenTrial | None:
         """The best trial on the primary objective (with several objectives, the Pareto front's best on it)."""
@@ -224,45 +277,6 @@ class Sweep:
         pool = study.best_trials if len(self.search.directions) > 1 else complete
         sign = 1 if self.search.direction == "maximize" else -1
         return max(pool, key=lambda t: (sign * t.values[0], -t.number))
-
-    def _plots(self, study: optuna.Study) -> dict[str, bytes]:
-        import warnings
-
-        import matplotlib
-
-        matplotlib.use("Agg")
-        from optuna.visualization import matplotlib as ov
-
-        out: dict[str, bytes] = {}
-        # a target is needed with several objectives; with one, leaving it out keeps the
-        # study's direction (importance evaluators assume low targets are good)
-        multi = len(self.search.directions) > 1
-        target = {"target": lambda t: t.values[0], "target_name": self.search.objective} if multi else {}
-        plots = {"optimization_history.png": lambda: ov.plot_optimization_history(study, **target),
-                 "parallel_coordinates.png": lambda: ov.plot_parallel_coordinate(study, **target)}  # fmt: skip
-        if len(self.search.directions) == 2:
-            plots["pareto_front.png"] = lambda: ov.plot_pareto_front(
-                study, target_names=[self.search.objective, *self.search.extra_objectives])
-        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-        varied = {k for t in complete for k in t.params if len({str(u.params.get(k)) for u in complete}) > 1}
-        if len(complete) >= 3 and len(varied) >= 2:
-            plots["param_importances.png"] = lambda: ov.plot_param_importances(study, **target)
-            try:
-                importance = optuna.importance.get_param_importances(study, target=target.get("target"))
-                top = [k for k in importance if k in varied][:2]
-                if len(top) == 2:
-                    plots["contour.png"] = lambda: ov.plot_contour(study, params=top, **target)
-            except (RuntimeError, ValueError):
-                pass
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # optuna marks its matplotlib plots experimental
-            for name, make in plots.items():
-                try:
-                    out[name] = figure_png(make())
-                except (ValueError, RuntimeError, TypeError) as e:
-                    print(f"note: {name} skipped ({e})")
-        return out
-
 
 def describe_sweep(result: SweepResult, objective: str) -> str:
     lines = [
@@ -277,8 +291,12 @@ def describe_sweep(result: SweepResult, objective: str) -> str:
     if result.failures:
         lines.append(f"{len(result.failures)} failed trial(s):")
         lines += [f"  {f}" for f in result.failures]
+    if result.verdict is not None:
+        lines += ["", describe_verdict(result.verdict), ""]
     lines += [f"{result.n_complete} complete trials in study {result.study_name!r}",
               f"open the MLflow UI on this store:  {ui_command(result.tracking_uri)}"]  # fmt: skip
+    if result.report_path is not None:
+        lines.append(f"report: {result.report_path}")
     return "\n".join(lines)
 
 
@@ -286,4 +304,29 @@ def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepRe
     return Sweep(path, overrides, **options).run()
 
 
-__all__ = ["Sweep", "SweepResult", "run_sweep"]
+def report_study(study_name: str, *, storage: str | None = None, tracking_uri: str | None = None,
+                 out: str | Path | None = None, runs_dir: str | Path = "runs") -> Path:  # fmt: skip
+    """``sweep report STUDY``: rebuild the HTML report from the storage; attach it to the parent run if found."""
+    root = Path(runs_dir)
+    if storage is None:
+        db = root / study_name / "optuna.db"
+        if not db.exists():
+            raise SweepError(f"no study {study_name!r} under {root}/ (looked for {db}); run the sweep first, "
+                             "or pass --storage URL")  # fmt: skip
+        storage = f"sqlite:///{db.resolve()}"
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise SweepError(f"no study {study_name!r} in {storage} (it has: {', '.join(names) or 'none'})") from None
+    path = write_report(study, Path(out) if out else root / study_name / "report.html")
+    tracking_uri = tracking_uri or f"sqlite:///{(root / 'mlflow.db').resolve()}"
+    if not tracking_uri.startswith("sqlite:///") or Path(tracking_uri.removeprefix("sqlite:///")).exists():
+        tracker = Tracker(tracking_uri, study_name)
+        parent = tracker.find_parent(study_name)
+        if parent is not None:
+            tracker.client.log_artifact(parent, str(path))
+    return path
+
+
+__all__ = ["Sweep", "SweepResult", "report_study", "run_sweep"]

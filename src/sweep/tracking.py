@@ -8,7 +8,6 @@ a study adds children under the same parent instead of a second one.
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import tempfile
@@ -19,7 +18,9 @@ from typing import Any
 import yaml
 from mlflow.entities import Metric, Param
 
+from .diagnostics import describe, diagnose
 from .pipeline import EvalResult
+from .plots import recall_plot_png
 
 PARENT_TAG = "sweep.study"
 
@@ -69,6 +70,10 @@ class Tracker:
         )
         self.tracking_uri = tracking_uri
 
+    def find_parent(self, study: str) -> str | None:
+        found = self.client.search_runs([self.experiment_id], f"tags.`{PARENT_TAG}` = '{study}'", max_results=1)
+        return found[0].info.run_id if found else None
+
     def parent(self, study: str, tags: dict[str, str]) -> str:
         found = self.client.search_runs([self.experiment_id], f"tags.`{PARENT_TAG}` = '{study}'", max_results=1)
         if found:
@@ -98,6 +103,8 @@ class Tracker:
             metrics += [Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in result.doc_scores.mean().items()]
             metrics += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in result.timings.items()]
             metrics += [Metric(f"cache_{k}", float(v), now, 0) for k, v in result.counters.items()]
+            # one metric, one step per k: MLflow's chart of it is the recall@k curve
+            metrics += [Metric("recall_curve", float(v), now, k) for k, v in enumerate(result.recall_curve, 1)]
         for start in range(0, len(metrics), 900):  # MLflow's batch limits
             self.client.log_batch(rid, metrics=metrics[start : start + 900],
                                   params=logged_params if start == 0 else [])  # fmt: skip
@@ -105,8 +112,10 @@ class Tracker:
             with tempfile.TemporaryDirectory() as tmp:
                 tmp = Path(tmp)
                 (tmp / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-                write_per_question(result, tmp / "per_question.csv")
-                write_recall_plot(means, tmp / "recall_at_k.png")
+                result.scores.write_json(tmp / "scores.json")  # what `sweep compare RUN_ID ...` reads
+                (tmp / "recall_at_k.png").write_bytes(recall_plot_png({f"trial {number}": result.recall_curve}))
+                (tmp / "diagnosis.txt").write_text(describe(diagnose(result.recall_curve, result.scores.mean(),
+                                                                     result.config.retrieval.top_k)) + "\n")
                 self.client.log_artifacts(rid, str(tmp))
         self.client.set_terminated(rid, "FINISHED")
         return rid
@@ -120,54 +129,6 @@ class Tracker:
                 path.write_bytes(content if isinstance(content, bytes) else content.encode())
             self.client.log_artifacts(parent_id, tmp)
         self.client.set_terminated(parent_id, "FINISHED")
-
-
-def write_per_question(result: EvalResult, path: Path) -> None:
-    import csv
-
-    table = result.scores.per_question()
-    names = list(result.scores.values)
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["question_id", *names])
-        for qid, row in table.items():
-            w.writerow([qid, *(f"{row[n]:.6f}" for n in names)])
-
-
-def write_recall_plot(means: dict[str, float], path: Path) -> None:
-    import re
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    points = sorted((int(m.group(1)), v) for n, v in means.items() if (m := re.fullmatch(r"recall@(\d+)", n)))
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    if points:
-        ax.plot([k for k, _ in points], [v for _, v in points], marker="o")
-    ax.set_xscale("log")
-    ax.set_xlabel("k")
-    ax.set_ylabel("recall@k")
-    ax.set_ylim(0, 1)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def figure_png(fig_or_ax) -> bytes:
-    fig = fig_or_ax.get_figure() if hasattr(fig_or_ax, "get_figure") else fig_or_ax
-    if hasattr(fig, "__len__"):  # some optuna plots return an array of axes
-        fig = fig.flat[0].get_figure()
-    buf = io.BytesIO()
-    fig.set_size_inches(8, 5)
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=100)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return buf.getvalue()
 
 
 def ui_command(tracking_uri: str) -> str:

@@ -64,6 +64,7 @@ class Scores:
     question_ids: list[str]
     values: dict[str, np.ndarray]
     skipped: list[str] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)  # question text by id, where known (for comparisons)
 
     def mean(self) -> dict[str, float]:
         return {name: float(v.mean()) if len(v) else 0.0 for name, v in self.values.items()}
@@ -74,7 +75,10 @@ class Scores:
         return {qid: dict(zip(names, map(float, row))) for qid, row in zip(self.question_ids, table)}
 
     def to_json(self) -> dict:
-        return {"mean": self.mean(), "per_question": self.per_question(), "skipped": list(self.skipped)}
+        out = {"mean": self.mean(), "per_question": self.per_question(), "skipped": list(self.skipped)}
+        if self.texts:
+            out["questions"] = {qid: self.texts[qid] for qid in self.question_ids if qid in self.texts}
+        return out
 
     def write_json(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1, sort_keys=False))
