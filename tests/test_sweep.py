@@ -55,8 +55,10 @@ def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     best = load_config(best_yaml)
     assert Pipeline(best.cache_dir).run(best).scores.mean()["ndcg@5"] == pytest.approx(result.best_value)
 
-    # the same command with --trials 2 continues the study
-    run_sweep(fixture_config, runs_dir=runs, trials=2, quiet=True)
+    # the same command continues the study to its size: --trials 12 adds two
+    run_sweep(fixture_config, runs_dir=runs, quiet=True)  # already 10: nothing more to run
+    assert len(optuna.load_study(study_name="sweep", storage=result.storage).trials) == 10
+    run_sweep(fixture_config, runs_dir=runs, trials=12, quiet=True)
     study = optuna.load_study(study_name="sweep", storage=result.storage)
     numbers = [t.number for t in study.trials]
     assert len(numbers) == 12 == len(set(numbers))
@@ -73,7 +75,7 @@ def test_duplicate_parameters_are_answered_from_the_earlier_trial(fixture_config
     sweep.run()
     study = optuna.load_study(study_name="sweep", storage=sweep.storage)
     study.enqueue_trial(study.trials[0].params)
-    sweep.trials = 1
+    sweep.trials = 2
     sweep.run()
     study = optuna.load_study(study_name="sweep", storage=sweep.storage)
     assert study.trials[1].user_attrs["duplicate_of"] == 0
@@ -166,6 +168,6 @@ def test_study_on_postgresql_storage(fixture_config, tmp_path, postgres_url):
     result = run_sweep(fixture_config, runs_dir=tmp_path / "runs", trials=4, storage=postgres_url, quiet=True)
     study = optuna.load_study(study_name="sweep", storage=postgres_url)
     assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 4
-    run_sweep(fixture_config, runs_dir=tmp_path / "runs", trials=1, storage=postgres_url, quiet=True)
+    run_sweep(fixture_config, runs_dir=tmp_path / "runs", trials=5, storage=postgres_url, quiet=True)
     assert [t.number for t in optuna.load_study(study_name="sweep", storage=postgres_url).trials] == list(range(5))
     assert result.storage == postgres_url

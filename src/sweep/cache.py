@@ -16,6 +16,7 @@ recomputed, never used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -160,6 +161,25 @@ class RowStore:
             return found, None
         rows = [self._shards[p][i] for p, i in (self._index[k] for k, f in zip(keys, found) if f)]
         return found, np.stack(rows)
+
+    @contextlib.contextmanager
+    def lock(self):
+        """Held while computing rows: a second process waits, then finds them on disk instead of recomputing."""
+        import fcntl
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def missing_after_lock(self, keys: list[bytes]) -> tuple[list[bytes], dict[bytes, np.ndarray]]:
+        """Under :meth:`lock`: which of ``keys`` are still missing, and the rows another process wrote meanwhile."""
+        self._refresh()
+        found = {k: self._shards[self._index[k][0]][self._index[k][1]] for k in keys if k in self._index}
+        return [k for k in keys if k not in found], found
 
     def put_many(self, keys: list[bytes], rows: np.ndarray) -> None:
         if not keys:

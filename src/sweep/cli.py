@@ -81,7 +81,11 @@ def _sweep_parser(sub) -> None:
     p = sub.add_parser("sweep", help="search the configuration space (the default command)")
     p.add_argument("config", type=Path)
     p.add_argument("overrides", nargs="*", help="key=value overrides of the baseline configuration")
-    p.add_argument("--trials", type=int, help="run N more trials in the study (default: search.trials)")
+    p.add_argument("--trials", type=int, help="the study's size: finished trials to reach (default: search.trials)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes sharing the study and caches (default 1)")
+    p.add_argument("--lenient", action="store_true", help="drop invalid eval-set items instead of failing")
+    p.add_argument("--runs-dir", default="runs", help="where the embedded stores live (default runs/)")
+    p.add_argument("--worker-only", action="store_true", help=argparse.SUPPRESS)  # set for spawned workers
     p.add_argument("--timeout", type=float, help="stop starting trials after S seconds")
     p.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/<study>/optuna.db)")
     p.add_argument("--study", help="study name (default: the config file's name)")
@@ -116,8 +120,11 @@ def cmd_eval(args) -> int:
 def cmd_sweep(args) -> int:
     from .study import run_sweep
 
+    if args.workers < 1:
+        raise SweepError("--workers must be at least 1")
     run_sweep(args.config, args.overrides, trials=args.trials, timeout=args.timeout, storage=args.storage,
-              study=args.study, tracking_uri=args.tracking_uri)  # fmt: skip
+              study=args.study, tracking_uri=args.tracking_uri, workers=args.workers, worker_only=args.worker_only,
+              lenient=args.lenient, runs_dir=args.runs_dir)  # fmt: skip
     return 0
 
 
@@ -137,7 +144,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .study import report_study
+    from .report import report_study
 
     path = report_study(args.study, storage=args.storage, tracking_uri=args.tracking_uri, out=args.out)
     print(f"wrote {path}  (open it in a browser)")

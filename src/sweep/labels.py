@@ -60,6 +60,22 @@ class Labels:
     def n_questions(self) -> int:
         return len(self.question_ids)
 
+    def subset(self, rows: np.ndarray) -> "Labels":
+        """The labels of questions ``rows`` (sorted indices), renumbered 0..len(rows)-1."""
+        rows = np.asarray(rows, dtype=np.int64)
+        new_q = np.full(self.n_questions, -1, dtype=np.int64)
+        new_q[rows] = np.arange(len(rows))
+        keep_item = new_q[self.item_question] >= 0
+        new_item = np.cumsum(keep_item) - 1
+        keep_pair = keep_item[self.pair_item]
+        chunk = self.pair_key[keep_pair] % self.n_chunks
+        key = new_q[self.pair_key[keep_pair] // self.n_chunks] * self.n_chunks + chunk
+        order = np.argsort(key, kind="stable")
+        return Labels([self.question_ids[i] for i in rows], self.n_chunks, key[order],
+                      new_item[self.pair_item[keep_pair]][order], new_q[self.item_question[keep_item]],
+                      self.item_grade[keep_item], self.item_doc[keep_item], self.item_start[keep_item],
+                      self.item_end[keep_item], self.threshold, [])  # fmt: skip
+
     def n_relevant(self) -> np.ndarray:
         """R per question: evidence items at ``grade >= threshold``."""
         rel = self.item_grade >= self.threshold

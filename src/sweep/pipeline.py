@@ -67,6 +67,14 @@ class Prepared:
     key: str
     inputs_key: str | None = None
 
+    def subset(self, rows: np.ndarray) -> "Prepared":
+        """The same chunks with only questions ``rows`` (sorted label indices): one batch of a pruned trial."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return Prepared(self.eval_set, self.chunks, self.index_texts, self.labels.subset(rows),
+                        self.doc_labels.subset(rows), [self.queries[i] for i in rows],
+                        None if self.allowed is None else self.allowed[rows], self.has_spans,
+                        content_key(self.key, rows.tobytes()))  # fmt: skip
+
 
 @dataclass
 class EvalResult:
@@ -110,6 +118,7 @@ class Pipeline:
         self.lenient = lenient
         self.progress = progress
         self._prepared: dict[str, Prepared] = {}
+        self._subsets: dict[tuple, Prepared] = {}
         self._datasets: dict[str, EvalSet] = {}
         self._stages: dict[str, StageResult] = {}
         self._encoders: dict[str, Encoder] = {}
@@ -230,12 +239,23 @@ class Pipeline:
         return first  # the whole ranking: run() cuts it at top_k, the recall curve reads all of it
 
     # -- the whole thing ---------------------------------------------------------
-    def run(self, config: EvalConfig, extra_metrics: list[str] = ()) -> EvalResult:
-        """Evaluate ``config`` at its cutoffs up to top_k, plus ``extra_metrics`` (a sweep's objective)."""
+    def n_questions(self, config: EvalConfig) -> int:
+        return self.prepare(config).labels.n_questions
+
+    def run(self, config: EvalConfig, extra_metrics: list[str] = (), rows: np.ndarray | None = None) -> EvalResult:
+        """Evaluate ``config`` at its cutoffs up to top_k, plus ``extra_metrics`` (a sweep's objective).
+
+        ``rows`` restricts it to those answerable questions (sorted indices), for pruning by batches.
+        """
         timings: dict[str, float] = {}
         self._cost: dict[str, float] = {}
         t = time.perf_counter()
         p = self.prepare(config)
+        if rows is not None:
+            key = (p.key, np.asarray(rows, dtype=np.int64).tobytes())
+            if key not in self._subsets:
+                self._subsets[key] = p.subset(rows)
+            p = self._subsets[key]
         timings["prepare"] = time.perf_counter() - t
         deep = self.retrieve(p, config, timings)
         run = deep.head(config.retrieval.top_k)
@@ -265,6 +285,31 @@ class Pipeline:
         scores = doc_scores if config.evaluation.view == "document" else chunk_scores
         latency_ms = 1000 * sum(self._cost.values()) / max(1, len(p.queries))
         return EvalResult(config, scores, chunk_scores, doc_scores, run, curve, timings, counters, latency_ms)
+
+
+def merge_results(parts: list[EvalResult]) -> EvalResult:
+    """Batches of one configuration's questions, joined as if run at once (every measure is per question)."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def join(scores: list[Scores]) -> Scores:
+        return Scores([q for s in scores for q in s.question_ids],
+                      {n: np.concatenate([s.values[n] for s in scores]) for n in scores[0].values},
+                      [q for s in scores for q in s.skipped], {k: v for s in scores for k, v in s.texts.items()})  # fmt: skip
+
+    sizes = np.array([len(r.scores.question_ids) for r in parts], dtype=np.float64)
+    depth = min(len(r.recall_curve) for r in parts)
+    curve = (np.stack([r.recall_curve[:depth] for r in parts]) * sizes[:, None]).sum(0) / max(sizes.sum(), 1)
+    width = max(r.run.ids.shape[1] for r in parts)
+    pad = lambda a, fill: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)  # noqa: E731
+    run = StageResult(np.vstack([pad(r.run.ids, -1) for r in parts]), np.vstack([pad(r.run.scores, -np.inf) for r in parts]))
+    timings: dict[str, float] = {}
+    for r in parts:
+        for k, v in r.timings.items():
+            timings[k] = timings.get(k, 0.0) + v
+    latency = float((np.array([r.latency_ms for r in parts]) * sizes).sum() / max(sizes.sum(), 1))
+    return EvalResult(parts[0].config, join([r.scores for r in parts]), join([r.chunk_scores for r in parts]),
+                      join([r.doc_scores for r in parts]), run, curve, timings, parts[-1].counters, latency)  # fmt: skip
 
 
 def run_config(path: str | Path, overrides: list[str] = (), lenient: bool = False) -> EvalResult:

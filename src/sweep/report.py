@@ -140,4 +140,32 @@ def write_report(study: optuna.Study, path: Path, plots: dict[str, bytes] | None
     return path
 
 
-__all__ = ["build_report", "write_report"]
+def report_study(study_name: str, *, storage: str | None = None, tracking_uri: str | None = None,
+                 out: str | Path | None = None, runs_dir: str | Path = "runs") -> Path:  # fmt: skip
+    """``sweep report STUDY``: rebuild the HTML report from the storage; attach it to the parent run if found."""
+    from .errors import SweepError
+    from .tracking import Tracker
+
+    root = Path(runs_dir)
+    if storage is None:
+        db = root / study_name / "optuna.db"
+        if not db.exists():
+            raise SweepError(f"no study {study_name!r} under {root}/ (looked for {db}); run the sweep first, "
+                             "or pass --storage URL")  # fmt: skip
+        storage = f"sqlite:///{db.resolve()}"
+    try:
+        study = optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise SweepError(f"no study {study_name!r} in {storage} (it has: {', '.join(names) or 'none'})") from None
+    path = write_report(study, Path(out) if out else root / study_name / "report.html")
+    tracking_uri = tracking_uri or f"sqlite:///{(root / 'mlflow.db').resolve()}"
+    if not tracking_uri.startswith("sqlite:///") or Path(tracking_uri.removeprefix("sqlite:///")).exists():
+        tracker = Tracker(tracking_uri, study_name)
+        parent = tracker.find_parent(study_name)
+        if parent is not None:
+            tracker.client.log_artifact(parent, str(path))
+    return path
+
+
+__all__ = ["build_report", "report_study", "write_report"]

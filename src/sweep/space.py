@@ -82,7 +82,21 @@ class SearchConfig(BaseModel):
     tracking_uri: str | None = None
     extra_objectives: list[str] = Field([], description="latency_ms (minimised) or metric names (maximised)")
     holdout: HoldoutSettings = HoldoutSettings()
+    pruner: Literal["none", "median", "successive_halving"] = Field(
+        "none", description="stop poor trials early, judged on growing batches of questions")
+    pruning_batches: int = Field(4, ge=2, description="question batches a trial is evaluated in when pruning")
+    retries: int = Field(1, ge=0, description="times a trial whose worker died is re-queued")
+    heartbeat_interval: int = Field(10, ge=1, description="seconds between a running trial's heartbeats")
+    grace_period: int = Field(60, ge=2, description="seconds without a heartbeat before a trial counts as dead")
     space: dict[str, Param] = {}
+
+    @model_validator(mode="after")
+    def _pruning_single_objective(self):
+        if self.pruner != "none" and self.extra_objectives:
+            raise ValueError("pruning needs a single objective (Optuna cannot prune multi-objective studies)")
+        if self.grace_period <= self.heartbeat_interval:
+            raise ValueError("grace_period must be longer than heartbeat_interval")
+        return self
 
     @model_validator(mode="after")
     def _known_objective(self):

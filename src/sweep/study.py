@@ -11,24 +11,30 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import signal
+import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import yaml
 
 from .config import apply_overrides, build_config, read_yaml, set_dotted
 from .errors import ConfigError, SweepError
 from .holdout import Holdout, plan_holdout
-from .pipeline import Pipeline, load_dataset
+from .pipeline import Pipeline, load_dataset, merge_results
 from .plots import study_plots
 from .report import write_report
 from .space import SearchConfig, grid, parse_search, suggest, when_holds
+from .storage import close_orphan_runs, fail_dead_trials, open_storage, worker_identity
 from .tracking import Tracker, code_version, flatten, ui_command
 from .verdict import Verdict, build_verdict, describe_verdict, noise_check
+from .workers import AskLock, counts, is_surplus, signal_all, spawn_workers, worker_label
 
 
 @dataclass
@@ -64,8 +70,11 @@ def default_paths(study: str, root: Path) -> tuple[str, str]:
 class Sweep:
     def __init__(self, path: str | Path, overrides: list[str] = (), *, trials: int | None = None,
                  timeout: float | None = None, storage: str | None = None, study: str | None = None,
-                 tracking_uri: str | None = None, runs_dir: str | Path = "runs", quiet: bool = False):  # fmt: skip
+                 tracking_uri: str | None = None, runs_dir: str | Path = "runs", quiet: bool = False,
+                 workers: int = 1, worker_only: bool = False, lenient: bool = False):  # fmt: skip
         self.path = Path(path)
+        self.overrides = list(overrides)
+        self.workers, self.worker_only = workers, worker_only
         data = apply_overrides(read_yaml(self.path), list(overrides), str(self.path))
         self.search = parse_search(data.pop("search", None), str(self.path))
         data.pop("study", None)
@@ -88,13 +97,14 @@ class Sweep:
         self.storage = storage or self.search.storage or default_storage
         self.tracking_uri = tracking_uri or self.search.tracking_uri or default_tracking
         self.quiet = quiet
-        self.pipeline = Pipeline(self.base.cache_dir, progress=not quiet)
+        self.pipeline = Pipeline(self.base.cache_dir, lenient=lenient, progress=not quiet)
+        self.lenient = lenient
         self.failures: list[str] = []
         self.runs_dir = Path(runs_dir)
 
     def say(self, text: str) -> None:
         if not self.quiet:
-            print(text, flush=True)
+            print(worker_label() + text if text.strip() else text, flush=True)
 
     def config_for(self, params: dict[str, Any], heldout: bool = False):
         """The configuration of a trial; ``heldout`` swaps the tuning questions for the held-out ones."""
@@ -116,30 +126,58 @@ class Sweep:
 
     def objective(self, trial: optuna.Trial) -> float:
         params = suggest(trial, self.search, self.baseline_flat)
+        run_id = self.tracker.start_trial(self.parent_id, trial.number, params, self.search.objective,
+                                          {"sweep.worker": f"{socket.gethostname()}:{os.getpid()}"})  # fmt: skip
+        trial.set_user_attr("mlflow_run_id", run_id)
         done = trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
         twin = next((t for t in done if t.params == params and "means" in t.user_attrs), None)
         if twin is not None:
             means = twin.user_attrs["means"]
             trial.set_user_attr("means", means)
             trial.set_user_attr("duplicate_of", twin.number)
-            self.tracker.log_trial(self.parent_id, trial.number, params, None, self.search.objective, twin.values[0],
-                                   means, {"sweep.duplicate_of": str(twin.number)})  # fmt: skip
+            trial.set_user_attr("questions_evaluated", 0)
+            self.tracker.client.set_tag(run_id, "sweep.duplicate_of", str(twin.number))
+            self.tracker.finish_trial(run_id, trial.number, None, twin.values[0], means)
             return twin.values[0] if len(twin.values) == 1 else tuple(twin.values)
         config = self.config_for(params)
         metrics = [self.search.objective] + [m for m in self.search.extra_objectives if m != "latency_ms"]
-        result = self.pipeline.run(config, metrics)
+        result = self.evaluate(trial, config, metrics, run_id)
         means = result.scores.mean() | {"latency_ms": result.latency_ms}
         value = means[self.search.objective]
         trial.set_user_attr("means", {k: float(v) for k, v in means.items()})
         trial.set_user_attr("seconds", sum(result.timings.values()))
-        run_id = self.tracker.log_trial(self.parent_id, trial.number, params, result, self.search.objective, value, means)
-        trial.set_user_attr("mlflow_run_id", run_id)
+        self.tracker.finish_trial(run_id, trial.number, result, value, means)
         if self.search.extra_objectives:
             return (value, *(means[m] for m in self.search.extra_objectives))
         return value
 
+    def evaluate(self, trial: optuna.Trial, config, metrics: list[str], run_id: str):
+        """The whole question set at once; with a pruner, growing batches that report as they go."""
+        if self.search.pruner == "none":
+            result = self.pipeline.run(config, metrics)
+            trial.set_user_attr("questions_evaluated", len(result.scores.question_ids))
+            return result
+        n = self.pipeline.n_questions(config)
+        order = np.random.default_rng(self.search.seed).permutation(n)  # same batches for every trial
+        parts = []
+        for i, rows in enumerate(np.array_split(order, min(self.search.pruning_batches, max(n, 1)))):
+            parts.append(self.pipeline.run(config, metrics, rows=np.sort(rows)))
+            partial = merge_results(parts)
+            seen = len(partial.scores.question_ids)
+            value = partial.scores.mean()[self.search.objective]
+            trial.report(value, step=seen)
+            trial.set_user_attr("questions_evaluated", seen)
+            if seen < n and trial.should_prune():
+                means = partial.scores.mean() | {"latency_ms": partial.latency_ms}
+                trial.set_user_attr("seconds", sum(partial.timings.values()))
+                self.tracker.finish_trial(run_id, trial.number, partial, value, means, state="pruned")
+                raise optuna.TrialPruned(f"{self.search.objective} {value:.4f} after {seen} of {n} questions")
+        return partial
+
     def _progress(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        self._done += 1
+        if trial.user_attrs.get("surplus"):
+            return
+        self._done = counts(study).done
         best = self.best(study)
         best_text = f"best {best.values[0]:.4f} (#{best.number})" if best else "no complete trial yet"
         value = f"{trial.values[0]:.4f}" if trial.values else trial.state.name.lower()
@@ -148,35 +186,43 @@ class Sweep:
         short = " ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" if isinstance(v, float) else f"{k.rsplit('.', 1)[-1]}={v}"
                          for k, v in trial.params.items())  # fmt: skip
         took = trial.user_attrs.get("seconds")
+        if trial.state == optuna.trial.TrialState.PRUNED:
+            value = f"pruned after {trial.user_attrs.get('questions_evaluated')} questions"
         self.say(f"[{self._done:>3}/{self.trials}] trial {trial.number:>3} {self.search.objective} {value}  {best_text}"
                  f"  {short}" + (f"  ({took:.2f}s)" if took is not None else "  (same as an earlier trial)"
                                  if "duplicate_of" in trial.user_attrs else ""))  # fmt: skip
         if trial.state == optuna.trial.TrialState.FAIL:
-            reason = trial.user_attrs.get("error") or "see the log above"
-            self.failures.append(f"trial {trial.number}: {reason}")
+            self.say(f"      trial {trial.number} failed: {trial.user_attrs.get('error', 'see the log above')}")
 
-    def run(self) -> SweepResult:
+    def run(self) -> SweepResult | None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(study_name=self.study_name, storage=self.storage, sampler=_sampler(self.search),
-                                    directions=self.search.directions, load_if_exists=True)  # fmt: skip
+        pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=3), "none": optuna.pruners.NopPruner(),
+                  "successive_halving": optuna.pruners.SuccessiveHalvingPruner()}[self.search.pruner]  # fmt: skip
+        study = optuna.create_study(study_name=self.study_name, storage=open_storage(self.storage, self.search),
+                                    sampler=_sampler(self.search), pruner=pruner, directions=self.search.directions,
+                                    load_if_exists=True)  # fmt: skip
         self.tracker = Tracker(self.tracking_uri, self.study_name)
         tuning_set = self.pipeline.prepare(self.base).eval_set
-        dataset_hash = tuning_set.content_hash
-        for key, value in {"objective": self.search.objective, "extra_objectives": self.search.extra_objectives,
-                           "config": str(self.path)}.items():  # fmt: skip
-            study.set_user_attr(key, value)
+        if not self.worker_only:
+            for key, value in {"objective": self.search.objective, "extra_objectives": self.search.extra_objectives,
+                               "config": str(self.path)}.items():  # fmt: skip
+                study.set_user_attr(key, value)
         self.parent_id = self.tracker.parent(self.study_name, {"sweep.config": str(self.path), "sweep.code_version": code_version(),
                                                              "sweep.objective": self.search.objective,
-                                                             "sweep.dataset_hash": dataset_hash})  # fmt: skip
+                                                             "sweep.dataset_hash": tuning_set.content_hash})  # fmt: skip
+        self.recover(study)
         if not study.trials:
             study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
-        finished = len([t for t in study.trials if t.state.is_finished()])
-        self.say(f"study {self.study_name!r}: {finished} trial(s) so far; running {self.trials} more"
-                 f" (objective {self.search.objective}, {self.search.direction})\n  storage {self.storage}")  # fmt: skip
-        self.say(f"  tuning on {len(tuning_set.questions)} questions; "
-                 + (self.holdout.description if self.holdout else "no held-out questions (search.holdout.fraction: 0)"))  # fmt: skip
-        self._done = 0
+        c = counts(study)
+        self.say(f"study {self.study_name!r}: {c.done} of {self.trials} trials done"
+                 f" (objective {self.search.objective}, {self.search.direction}"
+                 f"{', ' + str(self.workers) + ' workers' if self.workers > 1 else ''})\n  storage {self.storage}")  # fmt: skip
+        if not self.worker_only:
+            self.say(f"  tuning on {len(tuning_set.questions)} questions; "
+                     + (self.holdout.description if self.holdout else "no held-out questions (search.holdout.fraction: 0)"))  # fmt: skip
+        self._done = c.done
         self._stop_requested = False
+        self._procs = spawn_workers(self.workers - 1, self.worker_argv()) if self.workers > 1 else []
         interrupted = False
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         in_main = threading.current_thread() is threading.main_thread()
@@ -184,39 +230,99 @@ class Sweep:
             for sig in previous:
                 signal.signal(sig, self._request_stop)
         try:
-            study.optimize(self._guarded, n_trials=self.trials, timeout=self.timeout,
-                           callbacks=[self._progress, self._maybe_stop], catch=(SweepError,))  # fmt: skip
+            self.work(study)
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            for proc in self._procs:
+                proc.wait()
             if in_main:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+        if self.worker_only:
+            return None
         return self.finish(study, interrupted or self._stop_requested)
+
+    def recover(self, study: optuna.Study) -> None:
+        """Trials of dead workers fail (and are re-queued); their MLflow runs close as KILLED."""
+        failed = fail_dead_trials(study, self.search.retries)
+        closed = close_orphan_runs(study, self.tracker, self.parent_id)
+        if failed or closed:
+            self.say(f"recovered: trial(s) {', '.join(map(str, failed)) or 'none'} of dead workers marked failed"
+                     f"{' and re-queued' if failed and self.search.retries else ''}; {closed} MLflow run(s) closed as KILLED")  # fmt: skip
+
+    def worker_argv(self) -> list[str]:
+        argv = [str(self.path), *self.overrides, "--storage", self.storage, "--study", self.study_name,
+                "--tracking-uri", self.tracking_uri, "--trials", str(self.trials), "--runs-dir", str(self.runs_dir)]  # fmt: skip
+        if self.timeout:
+            argv += ["--timeout", str(self.timeout)]
+        return argv + (["--lenient"] if self.lenient else [])
+
+    def work(self, study: optuna.Study) -> None:
+        """Run trials until the study has its count; wait for others' last trials, which may be retried here."""
+        started = time.monotonic()
+        lock = AskLock(self.runs_dir / self.study_name / ".ask.lock")
+        self._lock = lock
+        while not self._stop_requested:
+            if self.timeout and time.monotonic() - started > self.timeout:
+                break
+            c = counts(study)
+            if c.done >= self.trials:
+                break
+            if c.failed >= max(5, 2 * self.trials):
+                self.say(f"stopping: {c.failed} failed trials (see the reasons above)")
+                break
+            if c.done + c.running >= self.trials:  # the last trials are someone else's: wait, they may die
+                for proc in self._procs:
+                    proc.poll()  # reap a dead worker so its pid reads as gone
+                time.sleep(min(2.0, self.search.heartbeat_interval))
+                self.recover(study)
+                continue
+            lock.acquire()  # released by _guarded once the trial exists
+            try:
+                study.optimize(self._guarded, n_trials=1, callbacks=[self._progress], catch=(Exception,))
+            finally:
+                lock.release()
 
     def _request_stop(self, signum, frame) -> None:
         """First Ctrl-C (or SIGTERM): finish and log the current trial, then stop. Second: stop now."""
         if self._stop_requested:
             raise KeyboardInterrupt
         self._stop_requested = True
-        print(f"\n{signal.Signals(signum).name}: finishing the current trial, then stopping "
+        if signum == signal.SIGTERM:  # Ctrl-C reaches the whole process group; SIGTERM only us
+            signal_all(getattr(self, "_procs", []), signum)
+        print(f"\n{worker_label()}{signal.Signals(signum).name}: finishing the current trial, then stopping "
               "(press Ctrl-C again to stop at once)", flush=True)  # fmt: skip
 
-    def _maybe_stop(self, study: optuna.Study, trial) -> None:
-        if self._stop_requested:
-            study.stop()
-
     def _guarded(self, trial: optuna.Trial) -> float:
+        """One trial, isolated: whatever it raises fails this trial only, with the reason in Optuna and MLflow."""
+        self._lock.release()
+        if is_surplus(trial.study, trial.number, self.trials):
+            trial.set_user_attr("surplus", True)
+            raise SweepError("surplus: the study reached its count while this trial started")
+        for key, value in worker_identity().items():
+            trial.set_user_attr(key, value)
         try:
             return self.objective(trial)
-        except SweepError as e:
-            trial.set_user_attr("error", str(e)[:500])
+        except optuna.TrialPruned:
+            raise
+        except Exception as e:
+            reason = str(e) if isinstance(e, SweepError) else f"{type(e).__name__}: {e}"
+            trial.set_user_attr("error", reason[:500])
+            run_id = trial.user_attrs.get("mlflow_run_id")
+            if run_id:
+                self.tracker.end_trial(run_id, "failed", reason)
             raise
 
     def finish(self, study: optuna.Study, interrupted: bool) -> SweepResult:
+        self.recover(study)
         complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+        self.failures = [f"trial {t.number}: {t.user_attrs.get('error', 'no reason recorded')}"
+                         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
+                         if not t.user_attrs.get("surplus")]  # fmt: skip
         if not complete:
-            raise SweepError(f"study {self.study_name!r} has no complete trial")
+            raise SweepError(f"study {self.study_name!r} has no complete trial"
+                             + ("; failures:\n  " + "\n  ".join(self.failures[-10:]) if self.failures else ""))
         best = self.best(study)
         baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
         best_config = self.config_for(best.params)
@@ -304,29 +410,4 @@ def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepRe
     return Sweep(path, overrides, **options).run()
 
 
-def report_study(study_name: str, *, storage: str | None = None, tracking_uri: str | None = None,
-                 out: str | Path | None = None, runs_dir: str | Path = "runs") -> Path:  # fmt: skip
-    """``sweep report STUDY``: rebuild the HTML report from the storage; attach it to the parent run if found."""
-    root = Path(runs_dir)
-    if storage is None:
-        db = root / study_name / "optuna.db"
-        if not db.exists():
-            raise SweepError(f"no study {study_name!r} under {root}/ (looked for {db}); run the sweep first, "
-                             "or pass --storage URL")  # fmt: skip
-        storage = f"sqlite:///{db.resolve()}"
-    try:
-        study = optuna.load_study(study_name=study_name, storage=storage)
-    except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise SweepError(f"no study {study_name!r} in {storage} (it has: {', '.join(names) or 'none'})") from None
-    path = write_report(study, Path(out) if out else root / study_name / "report.html")
-    tracking_uri = tracking_uri or f"sqlite:///{(root / 'mlflow.db').resolve()}"
-    if not tracking_uri.startswith("sqlite:///") or Path(tracking_uri.removeprefix("sqlite:///")).exists():
-        tracker = Tracker(tracking_uri, study_name)
-        parent = tracker.find_parent(study_name)
-        if parent is not None:
-            tracker.client.log_artifact(parent, str(path))
-    return path
-
-
-__all__ = ["Sweep", "SweepResult", "report_study", "run_sweep"]
+__all__ = ["Sweep", "SweepResult", "run_sweep"]

@@ -71,43 +71,50 @@ class Tracker:
         self.tracking_uri = tracking_uri
 
     def find_parent(self, study: str) -> str | None:
-        found = self.client.search_runs([self.experiment_id], f"tags.`{PARENT_TAG}` = '{study}'", max_results=1)
+        """The study's parent run; with several (two workers racing at the start), the oldest."""
+        found = self.client.search_runs([self.experiment_id], f"tags.`{PARENT_TAG}` = '{study}'",
+                                        order_by=["attributes.start_time ASC"], max_results=10)  # fmt: skip
         return found[0].info.run_id if found else None
 
     def parent(self, study: str, tags: dict[str, str]) -> str:
-        found = self.client.search_runs([self.experiment_id], f"tags.`{PARENT_TAG}` = '{study}'", max_results=1)
-        if found:
-            run_id = found[0].info.run_id
-            if found[0].info.status != "RUNNING":
-                self.client.update_run(run_id, "RUNNING")
-            return run_id
-        run = self.client.create_run(self.experiment_id, tags={PARENT_TAG: study, "mlflow.runName": study, **tags})
-        return run.info.run_id
+        run_id = self.find_parent(study)
+        if run_id is None:
+            mine = self.client.create_run(self.experiment_id, tags={PARENT_TAG: study, "mlflow.runName": study, **tags})
+            run_id = self.find_parent(study)
+            if run_id != mine.info.run_id:  # another worker created one first: use that one
+                self.client.delete_run(mine.info.run_id)
+        if self.client.get_run(run_id).info.status != "RUNNING":
+            self.client.update_run(run_id, "RUNNING")
+        return run_id
 
-    def log_trial(self, parent_id: str, number: int, params: dict, result: EvalResult | None, objective: str,
-                  value: float, means: dict[str, float], extra_tags: dict[str, str] = {}) -> str:  # fmt: skip
+    def start_trial(self, parent_id: str, number: int, params: dict, objective: str, tags: dict[str, str] = {}) -> str:
+        """A RUNNING child run per trial, created when the trial starts so the UI shows work in progress."""
         short = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items())[:200]
         run = self.client.create_run(
             self.experiment_id,
             tags={"mlflow.parentRunId": parent_id, "mlflow.runName": f"trial {number:03d}" + (f": {short}" if short else ""),
-                  "sweep.trial": str(number), "sweep.objective": objective, **extra_tags},
+                  "sweep.trial": str(number), "sweep.objective": objective, "sweep.state": "running", **tags},
         )  # fmt: skip
-        rid = run.info.run_id
+        self.log_batches(run.info.run_id, [], [Param(k, str(v)[:6000]) for k, v in params.items()])
+        return run.info.run_id
+
+    def finish_trial(self, rid: str, number: int, result: EvalResult | None, value: float, means: dict[str, float],
+                     state: str = "complete") -> None:  # fmt: skip
+        """Metrics, the full configuration and artifacts; ``state`` complete (FINISHED) or pruned (KILLED)."""
         now = int(time.time() * 1000)
         metrics = [Metric(mlflow_name(k), float(v), now, 0) for k, v in means.items()]
         metrics.append(Metric("objective", float(value), now, 0))
-        logged_params = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        logged_params: list[Param] = []
         if result is not None:
             config = result.config.model_dump(mode="json", exclude={"source"})
-            logged_params = [Param(k, str(v)[:6000]) for k, v in flatten(config).items()]
+            logged = {p for p in self.client.get_run(rid).data.params}
+            logged_params = [Param(k, str(v)[:6000]) for k, v in flatten(config).items() if k not in logged]
             metrics += [Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in result.doc_scores.mean().items()]
             metrics += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in result.timings.items()]
             metrics += [Metric(f"cache_{k}", float(v), now, 0) for k, v in result.counters.items()]
             # one metric, one step per k: MLflow's chart of it is the recall@k curve
             metrics += [Metric("recall_curve", float(v), now, k) for k, v in enumerate(result.recall_curve, 1)]
-        for start in range(0, len(metrics), 900):  # MLflow's batch limits
-            self.client.log_batch(rid, metrics=metrics[start : start + 900],
-                                  params=logged_params if start == 0 else [])  # fmt: skip
+        self.log_batches(rid, metrics, logged_params)
         if result is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 tmp = Path(tmp)
@@ -117,12 +124,30 @@ class Tracker:
                 (tmp / "diagnosis.txt").write_text(describe(diagnose(result.recall_curve, result.scores.mean(),
                                                                      result.config.retrieval.top_k)) + "\n")
                 self.client.log_artifacts(rid, str(tmp))
-        self.client.set_terminated(rid, "FINISHED")
-        return rid
+        self.end_trial(rid, state)
+
+    def log_batches(self, rid: str, metrics: list[Metric], params: list[Param] = ()) -> None:
+        """MLflow takes at most 1,000 metrics and 100 parameters per call."""
+        params = list(params)
+        for start in range(0, len(params), 100):
+            self.client.log_batch(rid, params=params[start : start + 100])
+        for start in range(0, len(metrics), 1000):
+            self.client.log_batch(rid, metrics=metrics[start : start + 1000])
+
+    def end_trial(self, rid: str, state: str, reason: str | None = None) -> None:
+        """complete → FINISHED; failed → FAILED; pruned and killed → KILLED; the sweep.state tag says which."""
+        self.client.set_tag(rid, "sweep.state", state)
+        if reason:
+            self.client.set_tag(rid, "sweep.error", reason[:5000])
+        self.client.set_terminated(rid, {"complete": "FINISHED", "failed": "FAILED"}.get(state, "KILLED"))
+
+    def running_children(self, parent_id: str) -> list:
+        return self.client.search_runs([self.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}' "
+                                       "and attributes.status = 'RUNNING'", max_results=5000)  # fmt: skip
 
     def finish_parent(self, parent_id: str, summary: dict[str, float], files: dict[str, bytes | str]) -> None:
         now = int(time.time() * 1000)
-        self.client.log_batch(parent_id, metrics=[Metric(k, float(v), now, 0) for k, v in summary.items()])
+        self.log_batches(parent_id, [Metric(k, float(v), now, 0) for k, v in summary.items()])
         with tempfile.TemporaryDirectory() as tmp:
             for name, content in files.items():
                 path = Path(tmp) / name

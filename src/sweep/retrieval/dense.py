@@ -66,20 +66,26 @@ class Encoder:
         self.stats.cached += int(found.sum())
         vectors: dict[bytes, np.ndarray] = dict(zip([k for k, f in zip(ukeys, found) if f], rows if rows is not None else []))
         if missing:
-            model = load_sentence_transformer(self.config.model, self.config.max_seq_length)
-            t = time.perf_counter()
-            new = model.encode(
-                [unique[k] for k in missing],
-                batch_size=self.config.batch_size,
-                normalize_embeddings=self.config.normalize,
-                convert_to_numpy=True,
-                show_progress_bar=progress is not None and len(missing) > self.config.batch_size,
-            ).astype(np.float32)
-            self.stats.seconds += time.perf_counter() - t
-            self.stats.encoded += len(missing)
-            self.store.put_many(missing, new)
-            vectors.update(zip(missing, new))
+            with self.store.lock():  # another worker encoding the same texts finishes first; we reuse its rows
+                missing, done_meanwhile = self.store.missing_after_lock(missing)
+                vectors.update(done_meanwhile)
+                self.stats.cached += len(done_meanwhile)
+                if missing:
+                    new = self._encode([unique[k] for k in missing], progress)
+                    self.store.put_many(missing, new)
+                    vectors.update(zip(missing, new))
         return np.stack([vectors[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+
+
+    def _encode(self, texts: list[str], progress: str | None) -> np.ndarray:
+        model = load_sentence_transformer(self.config.model, self.config.max_seq_length)
+        t = time.perf_counter()
+        new = model.encode(texts, batch_size=self.config.batch_size, normalize_embeddings=self.config.normalize,
+                           convert_to_numpy=True,
+                           show_progress_bar=progress is not None and len(texts) > self.config.batch_size).astype(np.float32)  # fmt: skip
+        self.stats.seconds += time.perf_counter() - t
+        self.stats.encoded += len(texts)
+        return new
 
 
 def build_index(vectors: np.ndarray, config: DenseConfig):

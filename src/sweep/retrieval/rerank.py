@@ -64,10 +64,18 @@ class Reranker:
         todo = np.flatnonzero(~found)
         self.reused += int(found.sum())
         if len(todo):
-            new = self._score([queries[qi[i]] for i in todo], [texts[chunk[i]] for i in todo])
-            scores[todo] = new
-            self._store.put_many([keys[i] for i in todo], new[:, None])
-            self.scored += len(todo)
+            with self._store.lock():  # a concurrent worker scoring the same pairs goes first; we reuse its rows
+                still, meanwhile = self._store.missing_after_lock([keys[i] for i in todo])
+                for i in todo:
+                    if keys[i] in meanwhile:
+                        scores[i] = meanwhile[keys[i]][0]
+                still_set = set(still)
+                todo = np.array([i for i in todo if keys[i] in still_set], dtype=np.int64)
+                if len(todo):
+                    new = self._score([queries[qi[i]] for i in todo], [texts[chunk[i]] for i in todo])
+                    scores[todo] = new
+                    self._store.put_many([keys[i] for i in todo], new[:, None])
+                    self.scored += len(todo)
         # reorder each row's head by the new scores (ties: first-stage order)
         head_scores = np.full(head.shape, -np.inf, dtype=np.float32)
         head_scores[qi, rank] = scores

@@ -1,0 +1,97 @@
+"""Where a study lives, and how it recovers from workers that died.
+
+Storage is an Optuna URL. SQLite and PostgreSQL get Optuna's RDB storage
+with heartbeats: a worker that stops beating for ``grace_period`` seconds
+(killed, machine lost) has its trial failed by whoever looks next, and
+Optuna's RetryFailedTrialCallback queues a copy with the same parameters.
+On one machine we need not wait for the grace period: a RUNNING trial whose
+recorded process no longer exists is failed at once. MLflow runs those
+trials left RUNNING are closed as KILLED.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import optuna
+from optuna.storages import RDBStorage, RetryFailedTrialCallback
+from optuna.trial import TrialState
+
+from .space import SearchConfig
+
+HOST_ATTR, PID_ATTR, START_ATTR = "worker.host", "worker.pid", "worker.started"
+
+
+def open_storage(url: str, search: SearchConfig):
+    """Optuna's RDB storage with heartbeats for database URLs; any other URL as Optuna reads it."""
+    if not url.startswith(("sqlite:", "postgresql", "mysql")):
+        return url
+    # SQLite serialises writers: wait for the lock instead of failing under several workers
+    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
+    retry = RetryFailedTrialCallback(max_retry=search.retries) if search.retries else None
+    return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=search.heartbeat_interval,
+                      grace_period=search.grace_period, heartbeat_stale_trial_callback=retry)  # fmt: skip
+
+
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (tells a live process from a reused pid), None if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else fields[19]  # a zombie is dead, only not yet reaped
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "unknown"
+
+
+def worker_identity() -> dict[str, str | int]:
+    pid = os.getpid()
+    return {HOST_ATTR: socket.gethostname(), PID_ATTR: pid, START_ATTR: process_start(pid) or "unknown"}
+
+
+def _dead_here(trial: optuna.trial.FrozenTrial) -> bool:
+    attrs = trial.user_attrs
+    if attrs.get(HOST_ATTR) != socket.gethostname() or PID_ATTR not in attrs:
+        return False
+    started = process_start(int(attrs[PID_ATTR]))
+    return started is None or (started != "unknown" and started != attrs.get(START_ATTR))
+
+
+def fail_dead_trials(study: optuna.Study, retries: int) -> list[int]:
+    """Fail RUNNING trials of dead processes (this machine now, others after the heartbeat grace period)."""
+    failed = []
+    storage = study._storage  # Optuna's public API exposes no setter for another process's trial
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not _dead_here(trial):
+            continue
+        try:
+            storage.set_trial_user_attr(trial._trial_id, "error", "its worker process died (killed?) mid-trial")
+            changed = storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            changed = False  # another worker got there first
+        if changed:
+            failed.append(trial.number)
+            if retries:
+                RetryFailedTrialCallback(max_retry=retries)(study, storage.get_trial(trial._trial_id))
+    if isinstance(storage, RDBStorage) and storage.is_heartbeat_enabled():
+        before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
+        optuna.storages.fail_stale_trials(study)
+        failed += sorted({t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))} - before)
+    return failed
+
+
+def close_orphan_runs(study: optuna.Study, tracker, parent_id: str) -> int:
+    """MLflow child runs still RUNNING whose trial is not running any more: closed as KILLED."""
+    running = {str(t.number) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    closed = 0
+    for run in tracker.running_children(parent_id):
+        if run.data.tags.get("sweep.trial") not in running:
+            tracker.end_trial(run.info.run_id, "killed", "its worker died before the trial finished")
+            closed += 1
+    return closed
