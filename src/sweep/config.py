@@ -172,7 +172,7 @@ def read_yaml(path: Path) -> dict:
 def validation_error(file: str, error: ValidationError) -> ConfigError:
     first = error.errors()[0]
     key = ".".join(str(p) for p in first["loc"])
-    message = first["msg"]
+    message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown key"
     elif first["type"] == "missing":

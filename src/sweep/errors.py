@@ -65,3 +65,7 @@ class ConfigError(SweepError):
 
     def __str__(self) -> str:  # dataclass would otherwise replace Exception.__str__
         return self.args[0]
+
+    def located(self, file: str, key: str | None = None) -> "ConfigError":
+        """The same error naming the config file (and a fuller key path) it came from."""
+        return ConfigError(self.file or file, key or self.key, self.message, list(self.hints))

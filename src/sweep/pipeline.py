@@ -134,7 +134,10 @@ class Pipeline:
         if key in self._prepared:
             return self._prepared[key]
         if ds_key not in self._datasets:
-            self._datasets[ds_key] = load_dataset(config.dataset, self.lenient)
+            try:
+                self._datasets[ds_key] = load_dataset(config.dataset, self.lenient)
+            except ConfigError as e:
+                raise e.located(config.source) from None
         eval_set = self._datasets[ds_key]
         chunks = chunk_corpus(eval_set, chunking)
         docs = eval_set.documents
@@ -247,6 +250,12 @@ class Pipeline:
 
         ``rows`` restricts it to those answerable questions (sorted indices), for pruning by batches.
         """
+        try:
+            return self._run(config, extra_metrics, rows)
+        except ConfigError as e:  # name the file, and the full key of a model that failed to load
+            raise e.located(config.source, _model_key(e, config)) from None
+
+    def _run(self, config: EvalConfig, extra_metrics, rows) -> EvalResult:
         timings: dict[str, float] = {}
         self._cost: dict[str, float] = {}
         t = time.perf_counter()
@@ -285,6 +294,14 @@ class Pipeline:
         scores = doc_scores if config.evaluation.view == "document" else chunk_scores
         latency_ms = 1000 * sum(self._cost.values()) / max(1, len(p.queries))
         return EvalResult(config, scores, chunk_scores, doc_scores, run, curve, timings, counters, latency_ms)
+
+
+def _model_key(error: ConfigError, config: EvalConfig) -> str:
+    if error.key != "model":
+        return error.key
+    r = config.retrieval
+    named = [("retrieval.dense.model", r.dense.model, r.mode != "bm25"), ("retrieval.rerank.model", r.rerank.model, r.rerank.enabled)]
+    return next((key for key, name, used in named if used and repr(name) in error.message), error.key)
 
 
 def merge_results(parts: list[EvalResult]) -> EvalResult:

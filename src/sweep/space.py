@@ -120,6 +120,8 @@ def parse_search(data: dict | None, file: str) -> SearchConfig:
 
         err = validation_error(file, e)
         raise ConfigError(file, "search." + err.key if err.key else "search", err.message) from None
+    except ConfigError as e:  # raised by a validator (an unknown objective metric)
+        raise e.located(file) from None
     names = list(search.space)
     for i, (name, p) in enumerate(search.space.items()):
         for dep in list(p.when) + ([p.below] if p.below else []):

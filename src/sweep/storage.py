@@ -3,7 +3,7 @@
 Storage is an Optuna URL. SQLite and PostgreSQL get Optuna's RDB storage
 with heartbeats: a worker that stops beating for ``grace_period`` seconds
 (killed, machine lost) has its trial failed by whoever looks next, and
-Optuna's RetryFailedTrialCallback queues a copy with the same parameters.
+Optuna's RetryHeartbeatStaleTrialCallback queues a copy with the same parameters.
 On one machine we need not wait for the grace period: a RUNNING trial whose
 recorded process no longer exists is failed at once. MLflow runs those
 trials left RUNNING are closed as KILLED.
@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 
 import optuna
-from optuna.storages import RDBStorage, RetryFailedTrialCallback
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from .space import SearchConfig
@@ -30,7 +30,7 @@ def open_storage(url: str, search: SearchConfig):
         return url
     # SQLite serialises writers: wait for the lock instead of failing under several workers
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
-    retry = RetryFailedTrialCallback(max_retry=search.retries) if search.retries else None
+    retry = RetryHeartbeatStaleTrialCallback(max_retry=search.retries) if search.retries else None
     return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=search.heartbeat_interval,
                       grace_period=search.grace_period, heartbeat_stale_trial_callback=retry)  # fmt: skip
 
@@ -78,7 +78,7 @@ def fail_dead_trials(study: optuna.Study, retries: int) -> list[int]:
         if changed:
             failed.append(trial.number)
             if retries:
-                RetryFailedTrialCallback(max_retry=retries)(study, storage.get_trial(trial._trial_id))
+                RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, storage.get_trial(trial._trial_id))
     if isinstance(storage, RDBStorage) and storage.is_heartbeat_enabled():
         before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
         optuna.storages.fail_stale_trials(study)

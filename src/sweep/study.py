@@ -80,8 +80,11 @@ class Sweep:
         data.pop("study", None)
         self.data = data
         self.base = build_config(data, str(self.path), self.path.parent)  # validates the baseline early
-        self.holdout: Holdout | None = plan_holdout(self.search.holdout, self.base.dataset,
-                                                    lambda: load_dataset(self.base.dataset))  # fmt: skip
+        try:
+            self.holdout: Holdout | None = plan_holdout(self.search.holdout, self.base.dataset,
+                                                        self._load_baseline_dataset)  # fmt: skip
+        except ConfigError as e:
+            raise e.located(str(self.path)) from None
         if self.holdout is not None:  # every trial sees the tuning questions only
             self.data["dataset"] = {**self.data["dataset"], **self.holdout.tune}
             self.base = build_config(self.data, str(self.path), self.path.parent)
@@ -90,6 +93,7 @@ class Sweep:
             for key in [name, *p.when, *([p.below] if p.below else [])]:
                 if key not in self.baseline_flat:
                     raise ConfigError(str(self.path), f"search.space.{name}", f"{key!r} is not a configuration key")
+        self._check_values()
         self.trials = self.search.trials if trials is None else trials
         self.timeout = timeout or self.search.timeout
         self.study_name = study or self.search.study or self.path.stem
@@ -101,6 +105,51 @@ class Sweep:
         self.lenient = lenient
         self.failures: list[str] = []
         self.runs_dir = Path(runs_dir)
+
+    def _load_baseline_dataset(self):
+        try:
+            return load_dataset(self.base.dataset)
+        except ConfigError as e:
+            raise e.located(str(self.path)) from None
+
+    def _check_values(self) -> None:
+        """Every value in the space must make a valid configuration with some choice of the others.
+
+        Caught here, an impossible space (``overlap`` never below ``size``, an alpha of 2) costs the
+        user one line at the start instead of a study of failed trials. The baseline (trial 0) must
+        be a point of the space, or Optuna cannot enqueue it.
+        """
+        import itertools
+
+        for name, value in self.baseline_params().items():
+            p = self.search.space[name]
+            if p.categorical is not None and value not in p.categorical:
+                raise ConfigError(str(self.path), f"search.space.{name}",
+                                  f"the configuration's own value {value!r} (the baseline, trial 0) is not among "
+                                  f"the choices {p.categorical}", ["add it to the choices, or change the fixed value"])  # fmt: skip
+
+        def candidates(p):
+            return list(p.categorical) if p.categorical is not None else list(p.int_range or p.float_range)
+
+        def valid(params: dict) -> str | None:
+            try:
+                self.config_for(params)
+                return None
+            except ConfigError as e:
+                return e.message
+
+        names = list(self.search.space)
+        for name in names:
+            others = [n for n in names if n != name]
+            for value in candidates(self.search.space[name]):
+                problem = valid({name: value})
+                if problem is None:
+                    continue
+                combos = itertools.islice(itertools.product(*(candidates(self.search.space[n]) for n in others)), 2000)
+                if not any(valid({name: value, **dict(zip(others, c))}) is None for c in combos):
+                    raise ConfigError(str(self.path), f"search.space.{name}",
+                                      f"value {value!r} can never make a valid configuration: {problem}",
+                                      ["narrow the range, or bound it with below: <other key>"])  # fmt: skip
 
     def say(self, text: str) -> None:
         if not self.quiet:
