@@ -1,6 +1,6 @@
 """Benchmarks, printed as figures and ratios measured in one run.
 
-    .venv/bin/python scripts/bench.py [--only metrics,bm25,encode] [--questions 10000]
+    ./scripts/bench [--only metrics,bm25,encode,eval,trial,sweep,workers] [--questions 10000]
 
 Ratios, not absolute times, are the targets: the machines are shared and
 noisy. The last line is one JSON object with every headline figure.
@@ -251,12 +251,62 @@ def bench_warm_trial() -> dict:
     return {"warm_trial_ms": warm}
 
 
+def bench_sweep() -> dict:
+    """A small sweep from a cold cache: its wall time against the time spent encoding unique texts."""
+    import tempfile
+
+    from sweep.study import Sweep
+
+    with tempfile.TemporaryDirectory() as tmp:
+        overrides = [f"cache_dir={tmp}/cache", "search.trials=12", "retrieval.dense.model=minilm-l6",
+                     "search.space={chunking.size: {categorical: [100, 200]}, retrieval.mode: {categorical: [hybrid, dense]},"
+                     " retrieval.fusion.alpha: {float: [0.0, 1.0], step: 0.1}}"]  # fmt: skip
+        sweep = Sweep(ROOT / "configs" / "hybrid.yaml", overrides, runs_dir=Path(tmp) / "runs", quiet=True)
+        t = time.perf_counter()
+        sweep.run()
+        wall = time.perf_counter() - t
+        encode = sum(e.stats.seconds for e in sweep.pipeline._encoders.values())
+        encoded = sum(e.stats.encoded for e in sweep.pipeline._encoders.values())
+        trials = sweep.work_seconds
+        import optuna
+
+        first = optuna.load_study(study_name="hybrid", storage=sweep.storage).trials[0].user_attrs["seconds"]
+    print(f"sweep, 12 trials on the bundled set from a cold cache: {wall:.1f} s in all, {trials:.1f} s of trials; "
+          f"{encoded} unique texts encoded in {encode:.1f} s; trials / encoding = {trials / encode:.2f}, "
+          f"whole run (held-out evaluation, report, plots) / encoding = {wall / encode:.2f}; cold first trial {first:.1f} s")  # fmt: skip
+    return {"sweep_over_unique_encode": trials / encode, "sweep_whole_over_unique_encode": wall / encode,
+            "cold_trial_seconds": first}  # fmt: skip
+
+
+def bench_workers() -> dict:
+    """Trials per minute with 1 and 2 worker processes (BM25 trials on the bundled set, SQLite stores)."""
+    import subprocess
+    import tempfile
+
+    rates = {}
+    for workers in (1, 2):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-m", "sweep", str(ROOT / "configs" / "hybrid.yaml"), "--trials", "40",
+                   "--workers", str(workers), "--runs-dir", f"{tmp}/runs", f"cache_dir={tmp}/cache", "retrieval.mode=bm25",
+                   "search.holdout.fraction=0", "dataset.split=tune",
+                   "search.space={retrieval.bm25.k1: {float: [0.5, 1.5], step: 0.05}, retrieval.bm25.b: {float: [0.2, 1.0], step: 0.05},"
+                   " retrieval.top_k: {categorical: [10, 20]}}"]  # fmt: skip
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=tmp)
+            rates[workers] = 40 / (time.perf_counter() - t) * 60
+    print(f"trials per minute (40 BM25 trials, whole command): 1 worker {rates[1]:.0f}, 2 workers {rates[2]:.0f} "
+          f"({rates[2] / rates[1]:.2f}x)")  # fmt: skip
+    return {"trials_per_min_1_worker": rates[1], "trials_per_min_2_workers": rates[2]}
+
+
 SECTIONS = {
     "trial": lambda a: bench_warm_trial(),
     "metrics": lambda a: bench_metrics(a.questions),
     "bm25": lambda a: bench_bm25(),
     "encode": lambda a: bench_encode(),
     "eval": lambda a: bench_eval_cold_warm(),
+    "sweep": lambda a: bench_sweep(),
+    "workers": lambda a: bench_workers(),
 }
 
 
@@ -269,7 +319,13 @@ def main() -> int:
     summary: dict = {}
     for name in args.only.split(","):
         summary[name] = SECTIONS[name](args)
+    import resource
+
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"peak memory: this process {peak_mb:.0f} MB, largest child process {children_mb:.0f} MB")
     headline = {k: v for section in summary.values() for k, v in section.items() if not k.endswith("_s")}
+    headline["peak_rss_mb"] = peak_mb
     print(json.dumps(headline))
     return 0
 

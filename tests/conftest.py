@@ -80,6 +80,11 @@ QUESTIONS = [
 
 @pytest.fixture()
 def fixture_config(tmp_path: Path) -> Path:
+    return write_fixture_config(tmp_path)
+
+
+def write_fixture_config(tmp_path: Path) -> Path:
+    """Eight topics, eight questions, a hybrid config and a small fusion space: a sweep in seconds."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": k, "text": v}) for k, v in TOPICS.items()))
@@ -108,14 +113,13 @@ def fixture_config(tmp_path: Path) -> Path:
     return tmp_path / "sweep.yaml"
 
 
-@pytest.fixture()
-def postgres_url():
-    """A fresh database on the local PostgreSQL (present on dev machines and in CI), dropped afterwards."""
+def create_database(suffix: str = "") -> tuple[str, callable]:
+    """A fresh database on the local PostgreSQL (present on dev machines and in CI) and its dropper."""
     import uuid
 
     import psycopg
 
-    name = f"sweep_test_{uuid.uuid4().hex[:10]}"
+    name = f"sweep_test_{uuid.uuid4().hex[:10]}{suffix}"
     admin = None
     for user in ("root", "postgres"):
         try:
@@ -125,15 +129,32 @@ def postgres_url():
             continue
     if admin is None:
         pytest.fail("PostgreSQL on 127.0.0.1:5432 is not reachable (user root or postgres, database test)")
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name}")
-    yield f"postgresql://{admin.info.user}@127.0.0.1:5432/{name}"
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    admin.close()
+    admin.execute(f"CREATE DATABASE {name}")
+
+    def drop() -> None:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
+
+    return f"postgresql://{admin.info.user}@127.0.0.1:5432/{name}", drop
 
 
-def chromium(url: str, tmp_path: Path, screenshot: Path | None = None, size: str = "1200,2400") -> str:
+@pytest.fixture()
+def postgres_url():
+    url, drop = create_database()
+    yield url
+    drop()
+
+
+@pytest.fixture()
+def second_postgres_url():
+    """MLflow's tables in a database of their own (Optuna and MLflow both keep an alembic_version table)."""
+    url, drop = create_database("_mlflow")
+    yield url
+    drop()
+
+
+def chromium(url: str, tmp_path: Path, screenshot: Path | None = None, size: str = "1200,2400",
+             wait_ms: int | None = None) -> str:
     """Render ``url`` in Debian's headless Chromium; returns the DOM after scripts ran, saves a screenshot."""
     import shutil
     import subprocess
@@ -143,6 +164,8 @@ def chromium(url: str, tmp_path: Path, screenshot: Path | None = None, size: str
         pytest.fail("chromium not found: scripts/setup installs Debian's chromium package (apt-get install chromium)")
     flags = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              f"--user-data-dir={tmp_path / 'chromium-profile'}", f"--window-size={size}", "--hide-scrollbars"]  # fmt: skip
+    if wait_ms:  # let a single-page app fetch and render before the DOM is read
+        flags.append(f"--virtual-time-budget={wait_ms}")
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     if screenshot is not None:

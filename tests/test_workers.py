@@ -47,20 +47,6 @@ def assert_consistent(storage: str, tracking_uri: str, n_complete: int) -> None:
     assert len(numbers) == len(set(numbers))  # no trial has two runs
 
 
-@pytest.fixture()
-def second_postgres_url(postgres_url):
-    """MLflow's tables in their own database beside Optuna's (both use an alembic_version table)."""
-    import psycopg
-
-    name = postgres_url.rsplit("/", 1)[1] + "_mlflow"
-    admin_url = postgres_url.rsplit("/", 1)[0] + "/test"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield postgres_url.rsplit("/", 1)[0] + "/" + name
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 def test_three_workers_on_postgresql_run_exactly_the_studys_trials(fixture_config, tmp_path, postgres_url,
                                                                    second_postgres_url):  # fmt: skip
     proc = subprocess.run(sweep_command(fixture_config, "--workers", "3", "--trials", "30", "--storage", postgres_url,

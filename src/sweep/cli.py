@@ -158,7 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
         argv = ["sweep", *argv]  # `python -m sweep CONFIG` is the sweep
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    stray = [x for x in extra if x.startswith("-") or "=" not in x]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:  # key=value overrides may follow options: `sweep CONFIG --trials 5 retrieval.top_k=10`
+        if not hasattr(args, "overrides"):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = list(args.overrides) + extra
     try:
         commands = {"score": cmd_score, "eval": cmd_eval, "sweep": cmd_sweep, "compare": cmd_compare, "report": cmd_report}
         return commands[args.command](args)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
 from pathlib import Path
 
 import optuna
@@ -31,8 +32,10 @@ def open_storage(url: str, search: SearchConfig):
     # SQLite serialises writers: wait for the lock instead of failing under several workers
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
     retry = RetryHeartbeatStaleTrialCallback(max_retry=search.retries) if search.retries else None
-    return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=search.heartbeat_interval,
-                      grace_period=search.grace_period, heartbeat_stale_trial_callback=retry)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: stable in practice
+        return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=search.heartbeat_interval,
+                          grace_period=search.grace_period, heartbeat_stale_trial_callback=retry)  # fmt: skip
 
 
 def process_start(pid: int) -> str | None:

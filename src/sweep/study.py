@@ -32,7 +32,7 @@ from .plots import study_plots
 from .report import write_report
 from .space import SearchConfig, grid, parse_search, suggest, when_holds
 from .storage import close_orphan_runs, fail_dead_trials, open_storage, worker_identity
-from .tracking import Tracker, code_version, flatten, ui_command
+from .tracking import Tracker, code_version, flatten, trials_view_url, ui_command
 from .verdict import Verdict, build_verdict, describe_verdict, noise_check
 from .workers import AskLock, counts, is_surplus, signal_all, spawn_workers, worker_label
 
@@ -51,6 +51,7 @@ class SweepResult:
     pareto_trials: list[int] = field(default_factory=list)
     verdict: Verdict | None = None  # best vs baseline on the held-out questions
     report_path: Path | None = None
+    experiment_id: str = "0"
 
 
 def _sampler(search: SearchConfig):
@@ -278,11 +279,13 @@ class Sweep:
         if in_main:
             for sig in previous:
                 signal.signal(sig, self._request_stop)
+        started = time.perf_counter()
         try:
             self.work(study)
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            self.work_seconds = time.perf_counter() - started
             for proc in self._procs:
                 proc.wait()
             if in_main:
@@ -396,7 +399,7 @@ class Sweep:
         pareto = [t.number for t in study.best_trials] if self.search.extra_objectives else [best.number]
         result = SweepResult(self.study_name, self.storage, self.tracking_uri, best.values[0], best.params,
                              baseline.values[0] if baseline else None, best_yaml, len(complete), self.failures,
-                             pareto, verdict, report)  # fmt: skip
+                             pareto, verdict, report, self.tracker.experiment_id)  # fmt: skip
         self.say(describe_sweep(result, self.search.objective))
         if interrupted:
             self.say("\ninterrupted: the finished trials are saved. Resume with the same command, e.g.\n"
@@ -448,8 +451,12 @@ def describe_sweep(result: SweepResult, objective: str) -> str:
         lines += [f"  {f}" for f in result.failures]
     if result.verdict is not None:
         lines += ["", describe_verdict(result.verdict), ""]
-    lines += [f"{result.n_complete} complete trials in study {result.study_name!r}",
-              f"open the MLflow UI on this store:  {ui_command(result.tracking_uri)}"]  # fmt: skip
+    lines.append(f"{result.n_complete} complete trials in study {result.study_name!r}")
+    if result.tracking_uri.startswith(("http://", "https://")):
+        lines.append(f"compare the trials in MLflow:  {trials_view_url(result.tracking_uri, result.experiment_id)}")
+    else:
+        lines += [f"open the MLflow UI on this store:  {ui_command(result.tracking_uri)}",
+                  f"  then compare the trials at  {trials_view_url('http://127.0.0.1:5000', result.experiment_id)}"]  # fmt: skip
     if result.report_path is not None:
         lines.append(f"report: {result.report_path}")
     return "\n".join(lines)

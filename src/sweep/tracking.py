@@ -61,6 +61,9 @@ class Tracker:
     def __init__(self, tracking_uri: str, experiment: str):
         import mlflow
 
+        import logging
+
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "creating tables" on every start
         self.mlflow = mlflow
         mlflow.set_tracking_uri(tracking_uri)
         self.client = mlflow.MlflowClient(tracking_uri)
@@ -154,6 +157,15 @@ class Tracker:
                 path.write_bytes(content if isinstance(content, bytes) else content.encode())
             self.client.log_artifacts(parent_id, tmp)
         self.client.set_terminated(parent_id, "FINISHED")
+
+
+def trials_view_url(server: str, experiment_id: str) -> str:
+    """The experiment's trials, flat (the parent filtered out) and best objective first."""
+    from urllib.parse import quote
+
+    only_trials = quote("tags.`sweep.trial` LIKE '%'")
+    query = f"searchFilter={only_trials}&orderByKey={quote('metrics.`objective`')}&orderByAsc=false"
+    return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
 
 
 def ui_command(tracking_uri: str) -> str:

@@ -1,0 +1,100 @@
+"""A real `mlflow server` (PostgreSQL backend, served artifacts), two sweep workers over HTTP, and its UI
+in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import mlflow
+import pytest
+from conftest import ROOT, chromium, create_database, write_fixture_config
+
+DOCS_SCREENSHOT = ROOT / "docs" / "mlflow-trials.png"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served_sweep(tmp_path_factory):
+    """Start the server, run a 6-trial sweep with 2 workers against it; yield (uri, workdir)."""
+    tmp = tmp_path_factory.mktemp("served")
+    backend, drop = create_database("_server")
+    port = free_port()
+    mlflow_exe = Path(sys.executable).parent / "mlflow"
+    server = subprocess.Popen([str(mlflow_exe), "server", "--backend-store-uri", backend, "--artifacts-destination",
+                               str(tmp / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                              stdout=open(tmp / "server.log", "w"), stderr=subprocess.STDOUT)  # fmt: skip
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(uri + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                pytest.fail("mlflow server did not start:\n" + (tmp / "server.log").read_text()[-3000:])
+            time.sleep(0.5)
+        config = write_fixture_config(tmp)
+        proc = subprocess.run([sys.executable, "-m", "sweep", str(config), "--workers", "2", "--trials", "6",
+                               "--tracking-uri", uri], cwd=tmp, capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        yield uri, tmp, proc.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        drop()
+
+
+def test_two_workers_log_one_parent_and_a_child_per_trial_over_http(served_sweep):
+    uri, tmp, out = served_sweep
+    client = mlflow.MlflowClient(uri)
+    exp = client.get_experiment_by_name("sweep")
+    assert exp.artifact_location.startswith("mlflow-artifacts:")  # served by the server, not a local path
+    runs = client.search_runs([exp.experiment_id], max_results=100)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 6
+    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == list(range(6))
+    assert all(c.info.status == "FINISHED" and c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in children)
+    assert len({c.data.tags["sweep.worker"] for c in children}) == 2  # both workers logged
+    parent = parents[0]
+    assert "heldout_ndcg_at_5" in parent.data.metrics and "best_objective" in parent.data.metrics
+    fresh = next(c for c in children if "sweep.duplicate_of" not in c.data.tags)
+    local = mlflow.artifacts.download_artifacts(run_id=fresh.info.run_id, artifact_path="scores.json", tracking_uri=uri,
+                                                dst_path=str(tmp / "dl"))  # fmt: skip
+    assert json.loads(Path(local).read_text())["mean"]["ndcg@5"] == pytest.approx(fresh.data.metrics["ndcg_at_5"])
+    report = mlflow.artifacts.download_artifacts(run_id=parent.info.run_id, artifact_path="report.html", tracking_uri=uri,
+                                                 dst_path=str(tmp / "dl"))  # fmt: skip
+    assert 'id="headline"' in Path(report).read_text()
+    assert f"{uri}/#/experiments/{exp.experiment_id}/runs" in out  # the sweep prints where to compare trials
+
+
+def test_the_ui_shows_the_trials_and_their_objective(served_sweep, tmp_path):
+    uri, _, _ = served_sweep
+    exp = mlflow.MlflowClient(uri).get_experiment_by_name("sweep")
+    from sweep.tracking import trials_view_url
+
+    url = trials_view_url(uri, exp.experiment_id)
+    shot = tmp_path / "ui.png"
+    dom = chromium(url, tmp_path, screenshot=shot, size="1600,900", wait_ms=30000)
+    for n in range(6):
+        assert f"trial {n:03d}" in dom
+    assert "Sort: objective" in dom.replace("\u00a0", " ") or dom.count("objective") >= 2
+    if os.environ.get("RAG_SWEEP_UPDATE_DOCS"):
+        DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
+        shutil.copy(shot, DOCS_SCREENSHOT)
