@@ -112,7 +112,8 @@ def test_cli_eval_prints_and_writes_json(tiny, tmp_path):
         capture_output=True, text=True, cwd=tiny.parent,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "recall@k" in proc.stdout and "ndcg" in proc.stdout
+    assert "recall@k" in proc.stdout and "ndcg" in proc.stdout and "95% bootstrap CI (3 questions): ndcg@" in proc.stdout
+    assert "diagnosis (" in proc.stdout
     data = json.loads(out.read_text())
     assert set(data) == {"mean", "per_question", "skipped", "questions"} and data["skipped"] == ["q4"]
     assert set(data["questions"]) == set(data["per_question"])  # texts, for `sweep compare`

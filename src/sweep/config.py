@@ -94,6 +94,39 @@ class RerankConfig(Strict):
     max_seq_length: int | None = Field(None, ge=8, description="bi_encoder: as dense.max_seq_length; equal settings share cached embeddings")
 
 
+class RM3Config(Strict):
+    """Pseudo-relevance feedback for BM25 as in Anserini/Pyserini (their defaults)."""
+
+    fb_docs: int = Field(10, ge=1, description="feedback chunks from the first BM25 ranking")
+    fb_terms: int = Field(10, ge=1, description="expansion terms kept from the relevance model")
+    original_weight: float = Field(0.5, ge=0, le=1, description="weight of the original query in the mix")
+
+
+class PRFConfig(Strict):
+    """Rocchio-style feedback for dense retrieval: move the query toward its top chunks."""
+
+    fb_docs: int = Field(3, ge=1)
+    weight: float = Field(0.3, ge=0, le=1, description="weight of the feedback centroid; 0 leaves the query as is")
+
+
+class QueryConfig(Strict):
+    transform: Literal["none", "rm3", "dense_prf", "multi_query", "plugin"] = "none"
+    rm3: RM3Config = RM3Config()
+    prf: PRFConfig = PRFConfig()
+    plugin: str | None = Field(None, description="module:function mapping a question to one or more queries")
+    rrf_k: int = Field(60, ge=1, description="RRF constant fusing the lists of several queries")
+
+    @model_validator(mode="after")
+    def _plugin_importable(self):
+        if self.transform == "plugin":
+            if not self.plugin:
+                raise ValueError("transform plugin needs plugin: module:function")
+            from .retrieval.query import load_plugin
+
+            load_plugin(self.plugin)  # raises ValueError naming what failed
+        return self
+
+
 class RetrievalConfig(Strict):
     mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
     candidates: int = Field(100, ge=1, description="results each first-stage retriever passes on")
@@ -102,6 +135,7 @@ class RetrievalConfig(Strict):
     dense: DenseConfig = DenseConfig()
     fusion: FusionConfig = FusionConfig()
     rerank: RerankConfig = RerankConfig()
+    query: QueryConfig = QueryConfig()
 
 
 class EvaluationConfig(Strict):

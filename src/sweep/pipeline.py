@@ -26,6 +26,7 @@ from .labels import HitRule, Labels, resolve_labels
 from .metrics import Scores, evaluate, span_metrics, standard_metrics
 from .models import model_identity
 from .retrieval import Encoder, Reranker, StageResult, bm25_search, dense_search, fuse
+from .retrieval.query import expand, plugin_queries, rocchio, rrf_by_owner
 
 
 def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
@@ -66,6 +67,7 @@ class Prepared:
     has_spans: bool
     key: str
     inputs_key: str | None = None
+    rewrites: list[list[str]] = field(default_factory=list)  # per answerable question, for multi_query
 
     def subset(self, rows: np.ndarray) -> "Prepared":
         """The same chunks with only questions ``rows`` (sorted label indices): one batch of a pruned trial."""
@@ -73,7 +75,7 @@ class Prepared:
         return Prepared(self.eval_set, self.chunks, self.index_texts, self.labels.subset(rows),
                         self.doc_labels.subset(rows), [self.queries[i] for i in rows],
                         None if self.allowed is None else self.allowed[rows], self.has_spans,
-                        content_key(self.key, rows.tobytes()))  # fmt: skip
+                        content_key(self.key, rows.tobytes()), None, [self.rewrites[i] for i in rows])  # fmt: skip
 
 
 @dataclass
@@ -160,7 +162,7 @@ class Pipeline:
                     allowed[i] &= ok[chunks.doc]
         has_spans = any(e.start is not None for q in answerable for e in q.evidence)
         prepared = Prepared(eval_set, chunks, index_texts, labels, doc_labels, [q.text for q in answerable],
-                            allowed, has_spans, key)  # fmt: skip
+                            allowed, has_spans, key, None, [list(q.metadata.get("rewrites", [])) for q in answerable])  # fmt: skip
         self._prepared[key] = prepared
         return prepared
 
@@ -198,24 +200,56 @@ class Pipeline:
             p.inputs_key = content_key(content_key(*p.index_texts), content_key(*p.queries), filters)
         return p.inputs_key
 
+    def _queries(self, p: Prepared, config: EvalConfig) -> tuple[list[str], np.ndarray | None, np.ndarray | None]:
+        """(queries, their question, filter mask) for the first stages: several per question for
+        multi_query (the question and its rewrites) and plugin (the plugin's queries)."""
+        q = config.retrieval.query
+        if q.transform not in ("multi_query", "plugin"):
+            return p.queries, None, p.allowed
+        if q.transform == "multi_query":
+            lists = [[text, *rewrites] for text, rewrites in zip(p.queries, p.rewrites)]
+        else:
+            lists = plugin_queries(q.plugin, p.queries, self.cache_dir)
+        flat, owner = expand(lists)
+        return flat, owner, None if p.allowed is None else p.allowed[owner]
+
+    def _stage(self, name: str, p: Prepared, config: EvalConfig, timings: dict, params, search) -> StageResult:
+        """A first stage over the (possibly expanded) queries; several queries per question fused by RRF."""
+        queries, owner, allowed = self._queries(p, config)
+        q, n = config.retrieval.query, config.retrieval.candidates
+        extra = content_key(*queries) if owner is not None else None
+        key = content_key(name, self._inputs_key(p), params, n, extra, q.rrf_k if owner is not None else None)
+
+        def compute() -> StageResult:
+            result = search(queries, allowed)
+            if owner is None:
+                return result
+            return rrf_by_owner(result, owner, len(p.queries), q.rrf_k, n, len(p.chunks))
+
+        return self._cached(key, compute, timings, name)
+
     def bm25(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
-        c, n = config.retrieval.bm25, config.retrieval.candidates
-        params = c.model_dump(exclude={"backend"})  # both backends give the same scores (tested)
-        key = content_key("bm25", self._inputs_key(p), params, n)
-        return self._cached(key, lambda: bm25_search(p.index_texts, p.queries, c, n, p.allowed), timings, "bm25")
+        c, n, q = config.retrieval.bm25, config.retrieval.candidates, config.retrieval.query
+        rm3 = q.rm3 if q.transform == "rm3" else None
+        params = (c.model_dump(exclude={"backend"}), rm3 and rm3.model_dump())  # both backends score alike (tested)
+        return self._stage("bm25", p, config, timings, params,
+                           lambda queries, allowed: bm25_search(p.index_texts, queries, c, n, allowed, rm3))  # fmt: skip
 
     def dense(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
-        c, n = config.retrieval.dense, config.retrieval.candidates
-        params = c.model_dump(exclude={"batch_size", "model"})
-        key = content_key("dense", self._inputs_key(p), model_identity(c.model), params, n)
+        c, n, q = config.retrieval.dense, config.retrieval.candidates, config.retrieval.query
+        prf = q.prf if q.transform == "dense_prf" else None
+        params = (c.model_dump(exclude={"batch_size", "model"}), model_identity(c.model), prf and prf.model_dump())
 
-        def compute():
+        def search(queries: list[str], allowed) -> StageResult:
             encoder = self._encoder(c)
             docs = encoder.encode(p.index_texts, c.document_prefix, progress="encode" if self.progress else None)
-            queries = encoder.encode(p.queries, c.query_prefix)
-            return dense_search(docs, queries, c, n, p.allowed)
+            vectors = encoder.encode(queries, c.query_prefix)
+            first = dense_search(docs, vectors, c, n, allowed)
+            if prf is None:
+                return first
+            return dense_search(docs, rocchio(vectors, docs, first.ids, prf, c.normalize), c, n, allowed)
 
-        return self._cached(key, compute, timings, "dense")
+        return self._stage("dense", p, config, timings, params, search)
 
     def retrieve(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
         r = config.retrieval

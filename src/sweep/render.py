@@ -30,6 +30,17 @@ def metrics_table(means: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def intervals_line(scores, top_k: int) -> str:
+    """Bootstrap 95% intervals of the headline means: how far to trust a difference in the third decimal."""
+    from .metrics.significance import bootstrap_ci
+
+    ks = sorted(int(n.split("@")[1]) for n in scores.values if n.startswith("ndcg@"))
+    k = max([x for x in ks if x <= 10] or ks or [top_k])
+    names = [n for n in (f"ndcg@{k}", f"recall@{k}", "mrr") if n in scores.values]
+    parts = [f"{n} [{lo:.4f}, {hi:.4f}]" for n in names for lo, hi in [bootstrap_ci(scores.values[n])]]
+    return f"95% bootstrap CI ({len(scores.question_ids)} questions): " + ", ".join(parts)
+
+
 def describe_result(result) -> str:
     """What ``sweep eval`` prints: dataset, stage times and cache use, metrics, recall curve."""
     c = result.config
@@ -42,6 +53,7 @@ def describe_result(result) -> str:
         "cache: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(result.counters.items())),
         "",
         metrics_table(scores.mean()),
+        intervals_line(scores, c.retrieval.top_k),
         "",
         curve_text(result.recall_curve),
         "",

@@ -135,7 +135,10 @@ def parse_questions(path: Path, problems: list[Problem]) -> Iterator[RawQuestion
         filters = f.get("filters", dict, required=False, default={})
         split = f.get("split", str, required=False)
         metadata = f.get("metadata", dict, required=False, default={})
-        if "rewrites" in obj:
-            metadata = {**metadata, "rewrites": f.get("rewrites", list, default=[])}
+        if "rewrites" in obj:  # alternative phrasings, for retrieval.query.transform: multi_query
+            rewrites = f.get("rewrites", list, default=[])
+            if not all(isinstance(r, str) and r.strip() for r in rewrites):
+                f.fail("rewrites", "expected a list of non-empty strings")
+            metadata = {**metadata, "rewrites": [r for r in rewrites if isinstance(r, str)]}
         if f.ok:
             yield RawQuestion(Question(qid, text, evidence, filters, split, metadata), where, quotes)

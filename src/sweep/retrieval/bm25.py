@@ -69,6 +69,18 @@ class SparseBM25:
         denom = tf.data + config.k1 * (1 - config.b + config.b * doc_len[rows] / avgdl)
         weights = idf[tf.indices] * tf.data * (config.k1 + 1) / denom
         self.weights = sp.csr_matrix((weights, tf.indices, tf.indptr), shape=tf.shape).T.tocsr()  # terms x docs
+        self.tf = tf  # docs x terms counts, for pseudo-relevance feedback
+        self.terms = list(self.vocab)
+
+    def weighted_scores(self, queries: list[dict[str, float]]) -> np.ndarray:
+        """Scores of weighted queries: sum over terms of weight x the term's BM25 contribution."""
+        rows, cols, vals = [], [], []
+        for i, q in enumerate(queries):
+            for t, w in q.items():
+                if t in self.vocab:
+                    rows.append(i), cols.append(self.vocab[t]), vals.append(w)
+        q = sp.csr_matrix((vals, (rows, cols)), shape=(len(queries), len(self.vocab)))
+        return np.asarray((q @ self.weights).todense())
 
     def scores(self, queries_tokens: list[list[str]]) -> np.ndarray:
         indptr, indices = [0], []
@@ -97,17 +109,26 @@ class RankBM25:
 BACKENDS = {"sparse": SparseBM25, "rank_bm25": RankBM25}
 
 
-def bm25_search(
-    chunk_texts: list[str], queries: list[str], config: BM25Config, depth: int, allowed: np.ndarray | None = None
-) -> StageResult:
+def bm25_search(chunk_texts: list[str], queries: list[str], config: BM25Config, depth: int,
+                allowed: np.ndarray | None = None, rm3=None) -> StageResult:  # fmt: skip
+    """Top ``depth`` chunks per query; with ``rm3`` (an RM3Config) a second, expanded pass."""
+    from .query import rm3_query_weights
+
     analyze = Analyzer(config)
-    index = BACKENDS[config.backend]([analyze(t) for t in chunk_texts], config)
+    backend = SparseBM25 if rm3 is not None else BACKENDS[config.backend]  # RM3 reads the term matrix
+    index = backend([analyze(t) for t in chunk_texts], config)
     query_tokens = [analyze(q) for q in queries]
     results = []
     for start in range(0, len(queries), 1024):  # bounded memory: 1024 x chunks scores at a time
-        scores = index.scores(query_tokens[start : start + 1024])
+        batch = query_tokens[start : start + 1024]
+        scores = index.scores(batch)
         keep = scores > 0
         if allowed is not None:
             keep &= allowed[start : start + 1024]
+        if rm3 is not None:
+            fb = top_k(scores, rm3.fb_docs, keep)
+            expanded = [rm3_query_weights(index, toks, ids, s, rm3) for toks, ids, s in zip(batch, fb.ids, fb.scores)]
+            scores = index.weighted_scores(expanded)
+            keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + 1024]
         results.append(top_k(scores, depth, keep))
     return StageResult(np.vstack([r.ids for r in results]), np.vstack([r.scores for r in results]))

@@ -1,0 +1,146 @@
+"""Query transformation before (and between) retrieval passes, all offline.
+
+* ``rm3``: pseudo-relevance feedback for BM25 as in Anserini/Pyserini. The
+  top ``fb_docs`` chunks of a first BM25 pass form a relevance model
+  (each chunk's term distribution, weighted by its BM25 score, summed,
+  cut to ``fb_terms`` terms and L1-normalised); it is mixed with the
+  L1-normalised original query, ``original_weight`` of the latter, and the
+  mix is run as a weighted BM25 query.
+* ``dense_prf``: Rocchio for embeddings: ``(1 - w)·q + w·centroid(top
+  fb_docs chunks)``, renormalised, searched again.
+* ``multi_query``: each question's ``rewrites`` are retrieved beside it and
+  the lists fused with RRF.
+* ``plugin``: a ``module:function`` that maps a question's text to one or
+  more queries (an LLM rewriter, say), fused the same way; its outputs are
+  cached per question text on disk.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..cache import content_key
+from .results import StageResult
+
+ALLOWED_TERM = re.compile(r"^[a-z0-9]{2,}$")  # Anserini keeps terms of 2+ letters/digits, not only digits
+
+
+def load_plugin(path: str) -> Callable[[str], str | list[str]]:
+    """``package.module:function``; a ValueError says what is wrong, for the config error."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"plugin {path!r} must look like package.module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001 - any import failure is the user's to fix
+        raise ValueError(f"cannot import {module_name!r} for plugin {path!r}: {type(e).__name__}: {e}") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"{module_name!r} has no callable {attr!r}")
+    return fn
+
+
+# -- several queries per question ---------------------------------------------------
+
+
+def plugin_queries(path: str, texts: list[str], cache_dir: str) -> list[list[str]]:
+    """The plugin's queries per question, computed once per (plugin, text) and kept on disk."""
+    store = Path(cache_dir) / "queries" / content_key("plugin", path)
+    store.mkdir(parents=True, exist_ok=True)
+    fn = None
+    out = []
+    for text in texts:
+        entry = store / f"{content_key(text)}.json"
+        if entry.is_file():
+            out.append(json.loads(entry.read_text()))
+            continue
+        fn = fn or load_plugin(path)
+        produced = fn(text)
+        queries = [produced] if isinstance(produced, str) else list(produced) if isinstance(produced, (list, tuple)) else []
+        if not queries or not all(isinstance(q, str) and q.strip() for q in queries):
+            from ..errors import SweepError
+
+            raise SweepError(f"plugin {path!r} returned {produced!r} for {text[:60]!r}: expected a string or a list of strings")
+        tmp = entry.with_suffix(".tmp")
+        tmp.write_text(json.dumps(queries))
+        tmp.replace(entry)
+        out.append(queries)
+    return out
+
+
+def expand(per_question: list[list[str]]) -> tuple[list[str], np.ndarray]:
+    """Flat queries and the question each belongs to."""
+    flat = [q for qs in per_question for q in qs]
+    owner = np.repeat(np.arange(len(per_question)), [len(qs) for qs in per_question])
+    return flat, owner
+
+
+def rrf_by_owner(result: StageResult, owner: np.ndarray, n_questions: int, k: int, depth: int,
+                 n_chunks: int) -> StageResult:  # fmt: skip
+    """Fuse the ranked lists of each question's queries: score = sum of 1 / (k + rank)."""
+    n_rows, width = result.ids.shape
+    ranks = np.broadcast_to(np.arange(1, width + 1), (n_rows, width))
+    valid = result.ids >= 0
+    q = np.broadcast_to(owner[:, None], (n_rows, width))[valid]
+    keys = q * n_chunks + result.ids[valid]
+    unique, inverse = np.unique(keys, return_inverse=True)
+    summed = np.bincount(inverse, weights=(1.0 / (k + ranks))[valid])
+    uq, chunk = unique // n_chunks, unique % n_chunks
+    order = np.lexsort((chunk, -summed, uq))  # per question: best first, ties lower chunk first
+    uq, chunk, summed = uq[order], chunk[order], summed[order]
+    counts = np.bincount(uq, minlength=n_questions)
+    col = np.arange(len(uq)) - np.repeat(np.cumsum(counts) - counts, counts)
+    keep = col < depth
+    ids = np.full((n_questions, depth), -1, dtype=np.int64)
+    scores = np.full((n_questions, depth), -np.inf, dtype=np.float64)
+    ids[uq[keep], col[keep]] = chunk[keep]
+    scores[uq[keep], col[keep]] = summed[keep]
+    return StageResult(ids, scores)
+
+
+# -- pseudo-relevance feedback ----------------------------------------------------
+
+
+def rm3_query_weights(index, query_tokens: list[str], fb_ids: np.ndarray, fb_scores: np.ndarray,
+                      config) -> dict[str, float]:  # fmt: skip
+    """The expanded query of one question: term -> weight (sums to 1)."""
+    original: dict[str, float] = {}
+    for t in query_tokens:
+        original[t] = original.get(t, 0.0) + 1.0
+    total = sum(original.values())
+    original = {t: w / total for t, w in original.items()} if total else {}
+    model = np.zeros(index.tf.shape[1])
+    for d, score in zip(fb_ids, fb_scores):
+        if d < 0:
+            continue
+        row = index.tf[d]
+        length = row.data.sum()
+        if length:
+            model[row.indices] += score * row.data / length
+    terms = index.terms
+    allowed = [(i, model[i]) for i in np.flatnonzero(model) if ALLOWED_TERM.match(terms[i])]
+    allowed.sort(key=lambda iw: (-iw[1], terms[iw[0]]))
+    top = allowed[: config.fb_terms]
+    norm = sum(w for _, w in top)
+    relevance = {terms[i]: w / norm for i, w in top} if norm else {}
+    a = config.original_weight
+    return {t: a * original.get(t, 0.0) + (1 - a) * relevance.get(t, 0.0) for t in {**original, **relevance}}
+
+
+def rocchio(queries: np.ndarray, docs: np.ndarray, first_ids: np.ndarray, config, normalize: bool) -> np.ndarray:
+    """``(1 - w)·q + w·mean(top fb_docs chunk vectors)``, row by row; unit length when the model's are."""
+    top = first_ids[:, : config.fb_docs]
+    valid = top >= 0
+    gathered = docs[np.maximum(top, 0)] * valid[..., None]
+    centroid = gathered.sum(1) / np.maximum(valid.sum(1), 1)[:, None]
+    has_feedback = valid.any(1)[:, None]
+    mixed = np.where(has_feedback, (1 - config.weight) * queries + config.weight * centroid, queries)
+    if normalize:
+        mixed = mixed / np.linalg.norm(mixed, axis=1, keepdims=True).clip(1e-12)
+    return mixed.astype(np.float32)
