@@ -6,7 +6,6 @@ import json
 import sys
 from collections import Counter
 
-import pytest
 
 from conftest import ROOT
 from sweep.config import load_config

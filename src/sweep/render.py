@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from .diagnostics import curve_text, describe, diagnose
+from .tracking import trials_view_url, ui_command
+from .verdict import describe_verdict
 
 
 def metrics_table(means: dict[str, float]) -> str:
@@ -60,3 +63,31 @@ def describe_result(result) -> str:
         describe(diagnose(result.recall_curve, scores.mean(), c.retrieval.top_k)),
     ]
     return "\n".join(lines)
+
+
+def describe_sweep(result, objective: str) -> str:
+    lines = [
+        "",
+        f"best trial: {objective} = {result.best_value:.4f}"
+        + (f"  (baseline {result.baseline_value:.4f}, {result.best_value - result.baseline_value:+.4f})"
+           if result.baseline_value is not None and not math.isnan(result.baseline_value) else ""),  # fmt: skip
+    ]
+    lines += [f"  {k} = {v}" for k, v in result.best_params.items()]
+    if len(result.pareto_trials) > 1:
+        lines.append(f"Pareto front: trials {', '.join(map(str, sorted(result.pareto_trials)))}")
+    if result.failures:
+        lines.append(f"{len(result.failures)} failed trial(s):")
+        lines += [f"  {f}" for f in result.failures]
+    if result.verdict is not None:
+        lines += ["", describe_verdict(result.verdict), ""]
+    lines.append(f"{result.n_complete} complete trials in study {result.study_name!r}")
+    if result.tracking_uri.startswith(("http://", "https://")):
+        lines.append(f"compare the trials in MLflow:  {trials_view_url(result.tracking_uri, result.experiment_id)}")
+    else:
+        lines += [f"open the MLflow UI on this store:  {ui_command(result.tracking_uri)}",
+                  f"  then compare the trials at  {trials_view_url('http://127.0.0.1:5000', result.experiment_id)}"]  # fmt: skip
+    if result.report_path is not None:
+        lines.append(f"report: {result.report_path}")
+    return "\n".join(lines)
+
+

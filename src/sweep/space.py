@@ -172,3 +172,36 @@ def grid(search: SearchConfig) -> dict[str, list[Any]]:
         else:
             raise ConfigError("", f"search.space.{name}", "grid search needs a step or categorical values")
     return out
+
+
+def check_space(search: SearchConfig, baseline: dict[str, Any], problem, file: str) -> None:
+    """Every value in the space must make a valid configuration with some choice of the others.
+
+    Caught here, an impossible space (``overlap`` never below ``size``, an alpha of 2) costs the
+    user one line at the start instead of a study of failed trials. The baseline (trial 0) must
+    be a point of the space, or Optuna cannot enqueue it. ``problem(params)`` is the error
+    message of the configuration with ``params``, or None when it is valid.
+    """
+    import itertools
+
+    for name, value in baseline.items():
+        p = search.space[name]
+        if p.categorical is not None and value not in p.categorical:
+            raise ConfigError(file, f"search.space.{name}",
+                              f"the configuration's own value {value!r} (the baseline, trial 0) is not among "
+                              f"the choices {p.categorical}", ["add it to the choices, or change the fixed value"])  # fmt: skip
+
+    def candidates(p: Param) -> list:
+        return list(p.categorical) if p.categorical is not None else list(p.int_range or p.float_range)
+
+    names = list(search.space)
+    for name in names:
+        others = [n for n in names if n != name]
+        for value in candidates(search.space[name]):
+            first = problem({name: value})
+            if first is None:
+                continue
+            combos = itertools.islice(itertools.product(*(candidates(search.space[n]) for n in others)), 2000)
+            if not any(problem({name: value, **dict(zip(others, c))}) is None for c in combos):
+                raise ConfigError(file, f"search.space.{name}", f"value {value!r} can never make a valid configuration: {first}",
+                                  ["narrow the range, or bound it with below: <other key>"])  # fmt: skip

@@ -10,7 +10,6 @@ parameter set already evaluated is answered from the earlier trial.
 from __future__ import annotations
 
 import copy
-import math
 import os
 import signal
 import socket
@@ -30,9 +29,10 @@ from .holdout import Holdout, plan_holdout
 from .pipeline import Pipeline, load_dataset, merge_results
 from .plots import study_plots
 from .report import write_report
-from .space import SearchConfig, grid, parse_search, suggest, when_holds
+from .space import SearchConfig, check_space, grid, parse_search, suggest, when_holds
 from .storage import close_orphan_runs, fail_dead_trials, open_storage, worker_identity
-from .tracking import Tracker, code_version, flatten, trials_view_url, ui_command
+from .render import describe_sweep
+from .tracking import Tracker, code_version, flatten
 from .verdict import Verdict, build_verdict, describe_verdict, noise_check
 from .workers import AskLock, counts, is_surplus, signal_all, spawn_workers, worker_label
 
@@ -114,43 +114,14 @@ class Sweep:
             raise e.located(str(self.path)) from None
 
     def _check_values(self) -> None:
-        """Every value in the space must make a valid configuration with some choice of the others.
-
-        Caught here, an impossible space (``overlap`` never below ``size``, an alpha of 2) costs the
-        user one line at the start instead of a study of failed trials. The baseline (trial 0) must
-        be a point of the space, or Optuna cannot enqueue it.
-        """
-        import itertools
-
-        for name, value in self.baseline_params().items():
-            p = self.search.space[name]
-            if p.categorical is not None and value not in p.categorical:
-                raise ConfigError(str(self.path), f"search.space.{name}",
-                                  f"the configuration's own value {value!r} (the baseline, trial 0) is not among "
-                                  f"the choices {p.categorical}", ["add it to the choices, or change the fixed value"])  # fmt: skip
-
-        def candidates(p):
-            return list(p.categorical) if p.categorical is not None else list(p.int_range or p.float_range)
-
-        def valid(params: dict) -> str | None:
+        def problem(params: dict) -> str | None:
             try:
                 self.config_for(params)
                 return None
             except ConfigError as e:
                 return e.message
 
-        names = list(self.search.space)
-        for name in names:
-            others = [n for n in names if n != name]
-            for value in candidates(self.search.space[name]):
-                problem = valid({name: value})
-                if problem is None:
-                    continue
-                combos = itertools.islice(itertools.product(*(candidates(self.search.space[n]) for n in others)), 2000)
-                if not any(valid({name: value, **dict(zip(others, c))}) is None for c in combos):
-                    raise ConfigError(str(self.path), f"search.space.{name}",
-                                      f"value {value!r} can never make a valid configuration: {problem}",
-                                      ["narrow the range, or bound it with below: <other key>"])  # fmt: skip
+        check_space(self.search, self.baseline_params(), problem, str(self.path))
 
     def say(self, text: str) -> None:
         if not self.quiet:
@@ -435,32 +406,6 @@ class Sweep:
         pool = study.best_trials if len(self.search.directions) > 1 else complete
         sign = 1 if self.search.direction == "maximize" else -1
         return max(pool, key=lambda t: (sign * t.values[0], -t.number))
-
-def describe_sweep(result: SweepResult, objective: str) -> str:
-    lines = [
-        "",
-        f"best trial: {objective} = {result.best_value:.4f}"
-        + (f"  (baseline {result.baseline_value:.4f}, {result.best_value - result.baseline_value:+.4f})"
-           if result.baseline_value is not None and not math.isnan(result.baseline_value) else ""),  # fmt: skip
-    ]
-    lines += [f"  {k} = {v}" for k, v in result.best_params.items()]
-    if len(result.pareto_trials) > 1:
-        lines.append(f"Pareto front: trials {', '.join(map(str, sorted(result.pareto_trials)))}")
-    if result.failures:
-        lines.append(f"{len(result.failures)} failed trial(s):")
-        lines += [f"  {f}" for f in result.failures]
-    if result.verdict is not None:
-        lines += ["", describe_verdict(result.verdict), ""]
-    lines.append(f"{result.n_complete} complete trials in study {result.study_name!r}")
-    if result.tracking_uri.startswith(("http://", "https://")):
-        lines.append(f"compare the trials in MLflow:  {trials_view_url(result.tracking_uri, result.experiment_id)}")
-    else:
-        lines += [f"open the MLflow UI on this store:  {ui_command(result.tracking_uri)}",
-                  f"  then compare the trials at  {trials_view_url('http://127.0.0.1:5000', result.experiment_id)}"]  # fmt: skip
-    if result.report_path is not None:
-        lines.append(f"report: {result.report_path}")
-    return "\n".join(lines)
-
 
 def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepResult:
     return Sweep(path, overrides, **options).run()

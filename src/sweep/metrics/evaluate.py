@@ -87,7 +87,6 @@ class Scores:
 def evaluate(run: np.ndarray, labels: Labels, metrics: list[str] | None = None) -> Scores:
     """Score a run (``(questions, depth)`` chunk indices, ``-1`` padded) against labels."""
     parsed = [parse_metric(m) for m in (metrics or standard_metrics())]
-    depth = np.asarray(run).shape[1] if np.asarray(run).ndim == 2 else 0
     ideal_depth = max([1] + [m.k for m in parsed if m.family.startswith("ndcg") and m.k is not None])
     gains = ranked_gains(run, labels, ideal_depth=ideal_depth)
     values = {m.name: KERNELS[m.family](gains, m.k) for m in parsed}
