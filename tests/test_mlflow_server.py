@@ -91,7 +91,7 @@ def test_the_ui_shows_the_trials_and_their_objective(served_sweep, tmp_path):
 
     url = trials_view_url(uri, exp.experiment_id)
     shot = tmp_path / "ui.png"
-    dom = chromium(url, tmp_path, screenshot=shot, size="1600,900", wait_ms=30000)
+    dom = chromium(url, tmp_path, screenshot=shot, size="1900,1000", wait_ms=30000)
     for n in range(6):
         assert f"trial {n:03d}" in dom
     assert "Sort: objective" in dom.replace("\u00a0", " ") or dom.count("objective") >= 2

@@ -72,7 +72,7 @@ def describe_sweep(result, objective: str) -> str:
         + (f"  (baseline {result.baseline_value:.4f}, {result.best_value - result.baseline_value:+.4f})"
            if result.baseline_value is not None and not math.isnan(result.baseline_value) else ""),  # fmt: skip
     ]
-    lines += [f"  {k} = {v}" for k, v in result.best_params.items()]
+    lines += [f"  {k} = {v:.10g}" if isinstance(v, float) else f"  {k} = {v}" for k, v in result.best_params.items()]
     if len(result.pareto_trials) > 1:
         lines.append(f"Pareto front: trials {', '.join(map(str, sorted(result.pareto_trials)))}")
     if result.failures:

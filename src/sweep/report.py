@@ -46,7 +46,7 @@ def _f(v, digits: int = 4) -> str:
 def _headline(v: dict) -> str:
     o = v["objective"]
     rows = []
-    for name, b in v["best"].items():
+    for name, b in sorted(v["best"].items(), key=lambda item: item[0] != o):  # the objective first
         base = v["baseline"].get(name)
         lo, hi = v["intervals"][name]
         cmp = v["comparison"]["metrics"].get(name, {})
@@ -113,7 +113,7 @@ def build_report(study: optuna.Study, plots: dict[str, bytes] | None = None) -> 
                     "was scored on the same questions (search.holdout.fraction: 0), so the best value below is optimistic.</p>"
                     + (f"<p>Best trial {best.number}: {objective} = {best.values[0]:.4f}</p>" if best else "") + "</section>")  # fmt: skip
     if best is not None:
-        rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in best.params.items())
+        rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(f'{v:.10g}' if isinstance(v, float) else v)}</td></tr>" for k, v in best.params.items())
         body.append(f'<section id="best-config"><h2>Best configuration (trial {best.number})</h2>'
                     f"<table>{rows}</table><p class=muted>The full YAML is best_config.yaml on the MLflow parent run.</p></section>")  # fmt: skip
     body.append(f'<section><h2>Optimisation history</h2>{_img(plots.get("optimization_history.png"), "optimisation history", "history")}</section>')
