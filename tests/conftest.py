@@ -151,24 +151,3 @@ def second_postgres_url():
     url, drop = create_database("_mlflow")
     yield url
     drop()
-
-
-def chromium(url: str, tmp_path: Path, screenshot: Path | None = None, size: str = "1200,2400",
-             wait_ms: int | None = None) -> str:
-    """Render ``url`` in Debian's headless Chromium; returns the DOM after scripts ran, saves a screenshot."""
-    import shutil
-    import subprocess
-
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        pytest.fail("chromium not found: scripts/setup installs Debian's chromium package (apt-get install chromium)")
-    flags = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             f"--user-data-dir={tmp_path / 'chromium-profile'}", f"--window-size={size}", "--hide-scrollbars"]  # fmt: skip
-    if wait_ms:  # let a single-page app fetch and render before the DOM is read
-        flags.append(f"--virtual-time-budget={wait_ms}")
-    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    if screenshot is not None:
-        shot = subprocess.run([*flags, f"--screenshot={screenshot}", url], capture_output=True, text=True, timeout=120)
-        assert shot.returncode == 0 and screenshot.stat().st_size > 10_000, shot.stderr[-2000:]
-    return dom.stdout

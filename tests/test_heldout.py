@@ -8,7 +8,7 @@ import mlflow
 import optuna
 import pytest
 import yaml
-from conftest import chromium
+from browser import Browser
 
 from sweep.cli import main
 from sweep.config import DatasetConfig, HoldoutPart, load_config
@@ -117,12 +117,21 @@ def test_the_report_opens_in_headless_chromium(finished_sweep, tmp_path, capsys)
     assert main(["report", "sweep", "--out", "again.html"]) == 0  # rebuilt from the storage alone
     assert "wrote again.html" in capsys.readouterr().out
     for page in (result.report_path, tmp_path / "again.html"):
-        dom = chromium(page.resolve().as_uri(), tmp_path, screenshot=tmp_path / f"{page.stem}.png")
-        for element in ('id="headline"', 'id="best-config"', 'id="history"', 'id="importance"', 'id="recall-curves"',
-                        'id="diagnostics"', 'id="flipped"', 'id="trials"', "95% CI"):  # fmt: skip
-            assert element in dom, element
-        assert dom.count("<img") >= 3 and "data:image/png;base64," in dom
-        assert "Study sweep" in dom
+        browser = Browser(tmp_path / f"profile-{page.stem}", size="1200,2400")
+        try:
+            browser.goto(page.resolve().as_uri())
+            assert browser.wait_for("!!document.querySelector('#trials')", 30)
+            for element in ("headline", "best-config", "history", "importance", "recall-curves", "diagnostics",
+                            "flipped", "trials"):  # fmt: skip
+                assert browser.js(f"!!document.getElementById('{element}')"), element
+            # the inlined plots decode and render: natural size is known only for a loaded image
+            assert browser.js("[...document.images].filter(i => i.naturalWidth > 100).length") >= 3
+            text = browser.js("document.body.innerText")
+            assert "Study sweep" in text and "95% CI" in text and "Held-out result" in text
+            browser.screenshot(tmp_path / f"{page.stem}.png")
+            assert (tmp_path / f"{page.stem}.png").stat().st_size > 20_000
+        finally:
+            browser.close()
     assert main(["report", "no-such-study"]) == 2
     assert "no study 'no-such-study'" in capsys.readouterr().err
 
