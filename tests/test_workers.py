@@ -47,8 +47,20 @@ def assert_consistent(storage: str, tracking_uri: str, n_complete: int) -> None:
     assert len(numbers) == len(set(numbers))  # no trial has two runs
 
 
+def slow_trials(config: Path) -> Path:
+    """Every trial a new chunking: its chunks must be encoded, and a worker's first trial loads the model."""
+    data = yaml.safe_load(config.read_text())
+    data["chunking"] = {"strategy": "fixed", "unit": "tokens", "size": 6, "overlap": 0}
+    data["retrieval"]["mode"] = "dense"
+    data["search"]["sampler"] = "random"
+    data["search"]["space"] = {"chunking.size": {"int": [3, 40]}}
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    return config
+
+
 def test_three_workers_on_postgresql_run_exactly_the_studys_trials(fixture_config, tmp_path, postgres_url,
                                                                    second_postgres_url):  # fmt: skip
+    slow_trials(fixture_config)  # trials long enough that all three workers take part
     proc = subprocess.run(sweep_command(fixture_config, "--workers", "3", "--trials", "30", "--storage", postgres_url,
                                         "--tracking-uri", second_postgres_url),
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -83,7 +95,7 @@ def wait_for_running_trial(storage: str, predicate, timeout: float = 120) -> opt
 
 
 def test_a_worker_killed_mid_trial_is_failed_retried_and_the_study_completes(fixture_config, tmp_path, postgres_url):
-    # a fresh cache makes each worker's first trial load a model and encode: long enough to be killed in
+    slow_trials(fixture_config)
     main = subprocess.Popen(sweep_command(fixture_config, "--workers", "2", "--trials", "12", "--storage", postgres_url),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     victim = wait_for_running_trial(postgres_url, lambda t: t.user_attrs["worker.pid"] != main.pid and t.params)
