@@ -175,11 +175,24 @@ class RowStore:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def missing_after_lock(self, keys: list[bytes]) -> tuple[list[bytes], dict[bytes, np.ndarray]]:
-        """Under :meth:`lock`: which of ``keys`` are still missing, and the rows another process wrote meanwhile."""
-        self._refresh()
-        found = {k: self._shards[self._index[k][0]][self._index[k][1]] for k in keys if k in self._index}
-        return [k for k in keys if k not in found], found
+    def fetch_or_compute(self, keys: list[bytes], compute) -> tuple[dict[bytes, np.ndarray], int]:
+        """Rows for distinct ``keys``: those on disk are read; ``compute(missing keys)`` makes the rest, under
+        :meth:`lock`, after a second look, so two processes never compute the same row. Returns (rows by key,
+        how many were computed here)."""
+        found, rows = self.get_many(keys)
+        out = dict(zip([k for k, f in zip(keys, found) if f], rows if rows is not None else []))
+        missing = [k for k, f in zip(keys, found) if not f]
+        if not missing:
+            return out, 0
+        with self.lock():
+            self._refresh()  # another process may have written them while we waited
+            out.update((k, self._shards[self._index[k][0]][self._index[k][1]]) for k in missing if k in self._index)
+            missing = [k for k in missing if k not in out]
+            if missing:
+                new = np.asarray(compute(missing), dtype=np.float32)
+                self.put_many(missing, new)
+                out.update(zip(missing, new))
+        return out, len(missing)
 
     def put_many(self, keys: list[bytes], rows: np.ndarray) -> None:
         if not keys:

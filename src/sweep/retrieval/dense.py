@@ -60,22 +60,9 @@ class Encoder:
         full = [prefix + t for t in texts]
         keys = [text_key(t) for t in full]
         unique: dict[bytes, str] = dict(zip(keys, full))
-        ukeys = list(unique)
-        found, rows = self.store.get_many(ukeys)
-        missing = [k for k, f in zip(ukeys, found) if not f]
-        self.stats.cached += int(found.sum())
-        vectors: dict[bytes, np.ndarray] = dict(zip([k for k, f in zip(ukeys, found) if f], rows if rows is not None else []))
-        if missing:
-            with self.store.lock():  # another worker encoding the same texts finishes first; we reuse its rows
-                missing, done_meanwhile = self.store.missing_after_lock(missing)
-                vectors.update(done_meanwhile)
-                self.stats.cached += len(done_meanwhile)
-                if missing:
-                    new = self._encode([unique[k] for k in missing], progress)
-                    self.store.put_many(missing, new)
-                    vectors.update(zip(missing, new))
+        vectors, encoded = self.store.fetch_or_compute(list(unique), lambda ks: self._encode([unique[k] for k in ks], progress))
+        self.stats.cached += len(unique) - encoded
         return np.stack([vectors[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
-
 
     def _encode(self, texts: list[str], progress: str | None) -> np.ndarray:
         model = load_sentence_transformer(self.config.model, self.config.max_seq_length)

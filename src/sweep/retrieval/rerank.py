@@ -57,25 +57,15 @@ class Reranker:
         qi, rank = np.nonzero(head >= 0)
         chunk = head[qi, rank]
         keys = [text_key(queries[q] + "\0" + texts[c]) for q, c in zip(qi, chunk)]
-        found, cached = self._store.get_many(keys)
-        scores = np.zeros(len(keys), dtype=np.float32)
-        if cached is not None:
-            scores[found] = cached[:, 0]
-        todo = np.flatnonzero(~found)
-        self.reused += int(found.sum())
-        if len(todo):
-            with self._store.lock():  # a concurrent worker scoring the same pairs goes first; we reuse its rows
-                still, meanwhile = self._store.missing_after_lock([keys[i] for i in todo])
-                for i in todo:
-                    if keys[i] in meanwhile:
-                        scores[i] = meanwhile[keys[i]][0]
-                still_set = set(still)
-                todo = np.array([i for i in todo if keys[i] in still_set], dtype=np.int64)
-                if len(todo):
-                    new = self._score([queries[qi[i]] for i in todo], [texts[chunk[i]] for i in todo])
-                    scores[todo] = new
-                    self._store.put_many([keys[i] for i in todo], new[:, None])
-                    self.scored += len(todo)
+        pairs = {k: (queries[q], texts[c]) for k, q, c in zip(keys, qi, chunk)}  # a pair repeated is scored once
+
+        def score(missing: list[bytes]) -> np.ndarray:
+            return self._score([pairs[k][0] for k in missing], [pairs[k][1] for k in missing])[:, None]
+
+        rows, computed = self._store.fetch_or_compute(list(pairs), score)
+        scores = np.array([rows[k][0] for k in keys], dtype=np.float32)
+        self.scored += computed
+        self.reused += len(keys) - computed
         # reorder each row's head by the new scores (ties: first-stage order)
         head_scores = np.full(head.shape, -np.inf, dtype=np.float32)
         head_scores[qi, rank] = scores
