@@ -39,12 +39,17 @@ def _score_parser(sub) -> None:
     p.add_argument("--json", type=Path, help="write mean, per-question values and skipped questions here")
 
 
+def _config_arguments(p, overrides_help: str) -> None:
+    """What eval and sweep share: the config file, key=value overrides and --lenient."""
+    p.add_argument("config", type=Path)
+    p.add_argument("overrides", nargs="*", help=overrides_help)
+    p.add_argument("--lenient", action="store_true", help="drop invalid eval-set items instead of failing")
+
+
 def _eval_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate one retrieval configuration, no search")
-    p.add_argument("config", type=Path)
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. retrieval.top_k=20")
+    _config_arguments(p, "key=value overrides, e.g. retrieval.top_k=20")
     p.add_argument("--json", type=Path, help="write mean, per-question values and skipped questions here")
-    p.add_argument("--lenient", action="store_true", help="drop invalid eval-set items instead of failing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,11 +84,9 @@ def _report_parser(sub) -> None:
 
 def _sweep_parser(sub) -> None:
     p = sub.add_parser("sweep", help="search the configuration space (the default command)")
-    p.add_argument("config", type=Path)
-    p.add_argument("overrides", nargs="*", help="key=value overrides of the baseline configuration")
+    _config_arguments(p, "key=value overrides of the baseline configuration")
     p.add_argument("--trials", type=int, help="the study's size: finished trials to reach (default: search.trials)")
     p.add_argument("--workers", type=int, default=1, help="worker processes sharing the study and caches (default 1)")
-    p.add_argument("--lenient", action="store_true", help="drop invalid eval-set items instead of failing")
     p.add_argument("--runs-dir", default="runs", help="where the embedded stores live (default runs/)")
     p.add_argument("--worker-only", action="store_true", help=argparse.SUPPRESS)  # set for spawned workers
     p.add_argument("--timeout", type=float, help="stop starting trials after S seconds")

@@ -39,8 +39,7 @@ def partition(questions: list[Question], part: HoldoutPart) -> list[Question]:
         return hashlib.sha256(f"{part.seed}:{q.id}".encode()).hexdigest()
 
     ordered = sorted(questions, key=rank)
-    n_heldout = round(part.fraction * len(ordered)) if len(ordered) > 1 else 0
-    n_heldout = max(1, n_heldout) if len(ordered) > 1 else 0
+    n_heldout = max(1, round(part.fraction * len(ordered))) if len(ordered) > 1 else 0
     held = {q.id for q in ordered[:n_heldout]}
     return [q for q in questions if (q.id in held) == (part.part == "heldout")]
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import base64
 import datetime
 import html
+from collections import Counter
 from pathlib import Path
 
 import optuna
 
 from .plots import recall_plot_png, study_plots
+from .verdict import best_trial
 
 STYLE = """
 body{font:15px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -99,10 +101,9 @@ def build_report(study: optuna.Study, plots: dict[str, bytes] | None = None) -> 
     if plots is None:
         plots = study_plots(study, objective, study.user_attrs.get("extra_objectives", []))
     verdict = study.user_attrs.get("verdict")
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    counts = {s.name.lower(): len(study.get_trials(deepcopy=False, states=(s,))) for s in optuna.trial.TrialState}
-    sign = 1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1
-    best = max(complete, key=lambda t: (sign * t.values[0], -t.number)) if complete else None
+    tally = Counter(t.state for t in study.get_trials(deepcopy=False))
+    counts = {s.name.lower(): tally[s] for s in optuna.trial.TrialState}
+    best = best_trial(study)
     body = [f'<h1>Study {_e(study.study_name)}</h1><p class="muted">{objective} · '
             + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
             + f" trials · generated {datetime.datetime.now():%Y-%m-%d %H:%M}</p>"]  # fmt: skip
@@ -144,22 +145,23 @@ def report_study(study_name: str, *, storage: str | None = None, tracking_uri: s
                  out: str | Path | None = None, runs_dir: str | Path = "runs") -> Path:  # fmt: skip
     """``sweep report STUDY``: rebuild the HTML report from the storage; attach it to the parent run if found."""
     from .errors import SweepError
+    from .storage import embedded_stores, sqlite_url
     from .tracking import Tracker
 
     root = Path(runs_dir)
+    db, mlflow_db = embedded_stores(study_name, root)
     if storage is None:
-        db = root / study_name / "optuna.db"
         if not db.exists():
             raise SweepError(f"no study {study_name!r} under {root}/ (looked for {db}); run the sweep first, "
                              "or pass --storage URL")  # fmt: skip
-        storage = f"sqlite:///{db.resolve()}"
+        storage = sqlite_url(db)
     try:
         study = optuna.load_study(study_name=study_name, storage=storage)
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
         raise SweepError(f"no study {study_name!r} in {storage} (it has: {', '.join(names) or 'none'})") from None
     path = write_report(study, Path(out) if out else root / study_name / "report.html")
-    tracking_uri = tracking_uri or f"sqlite:///{(root / 'mlflow.db').resolve()}"
+    tracking_uri = tracking_uri or sqlite_url(mlflow_db)
     if not tracking_uri.startswith("sqlite:///") or Path(tracking_uri.removeprefix("sqlite:///")).exists():
         tracker = Tracker(tracking_uri, study_name)
         parent = tracker.find_parent(study_name)

@@ -25,6 +25,15 @@ from .space import SearchConfig
 HOST_ATTR, PID_ATTR, START_ATTR = "worker.host", "worker.pid", "worker.started"
 
 
+def embedded_stores(study: str, runs_dir: Path) -> tuple[Path, Path]:
+    """The one-machine defaults: the study in runs/<study>/optuna.db, MLflow in runs/mlflow.db."""
+    return runs_dir / study / "optuna.db", runs_dir / "mlflow.db"
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path.resolve()}"
+
+
 def open_storage(url: str, search: SearchConfig):
     """Optuna's RDB storage with heartbeats for database URLs; any other URL as Optuna reads it."""
     if not url.startswith(("sqlite:", "postgresql", "mysql")):

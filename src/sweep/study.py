@@ -10,9 +10,7 @@ parameter set already evaluated is answered from the earlier trial.
 from __future__ import annotations
 
 import copy
-import os
 import signal
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,10 +28,11 @@ from .pipeline import Pipeline, load_dataset, merge_results
 from .plots import study_plots
 from .report import write_report
 from .space import SearchConfig, check_space, grid, parse_search, suggest, when_holds
-from .storage import close_orphan_runs, fail_dead_trials, open_storage, worker_identity
+from .storage import (HOST_ATTR, PID_ATTR, close_orphan_runs, embedded_stores, fail_dead_trials, open_storage,
+                      sqlite_url, worker_identity)
 from .render import describe_sweep
-from .tracking import Tracker, code_version, flatten
-from .verdict import Verdict, build_verdict, describe_verdict, noise_check
+from .tracking import Tracker, code_version, flatten, mlflow_name
+from .verdict import Verdict, best_of, best_trial, build_verdict, describe_verdict, noise_check
 from .workers import AskLock, counts, is_surplus, signal_all, spawn_workers, worker_label
 
 
@@ -60,12 +59,6 @@ def _sampler(search: SearchConfig):
     if search.sampler == "grid":
         return optuna.samplers.GridSampler(grid(search), seed=search.seed)
     return optuna.samplers.TPESampler(seed=search.seed)
-
-
-def default_paths(study: str, root: Path) -> tuple[str, str]:
-    folder = root / study
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{(folder / 'optuna.db').resolve()}", f"sqlite:///{(root / 'mlflow.db').resolve()}"
 
 
 class Sweep:
@@ -98,9 +91,10 @@ class Sweep:
         self.trials = self.search.trials if trials is None else trials
         self.timeout = timeout or self.search.timeout
         self.study_name = study or self.search.study or self.path.stem
-        default_storage, default_tracking = default_paths(self.study_name, Path(runs_dir))
-        self.storage = storage or self.search.storage or default_storage
-        self.tracking_uri = tracking_uri or self.search.tracking_uri or default_tracking
+        optuna_db, mlflow_db = embedded_stores(self.study_name, Path(runs_dir))
+        optuna_db.parent.mkdir(parents=True, exist_ok=True)  # also holds the report and the workers' lock
+        self.storage = storage or self.search.storage or sqlite_url(optuna_db)
+        self.tracking_uri = tracking_uri or self.search.tracking_uri or sqlite_url(mlflow_db)
         self.quiet = quiet
         self.pipeline = Pipeline(self.base.cache_dir, lenient=lenient, progress=not quiet)
         self.lenient = lenient
@@ -147,8 +141,9 @@ class Sweep:
 
     def objective(self, trial: optuna.Trial) -> float:
         params = suggest(trial, self.search, self.baseline_flat)
+        worker = f"{self.identity[HOST_ATTR]}:{self.identity[PID_ATTR]}"
         run_id = self.tracker.start_trial(self.parent_id, trial.number, params, self.search.objective,
-                                          {"sweep.worker": f"{socket.gethostname()}:{os.getpid()}"})  # fmt: skip
+                                          {"sweep.worker": worker})  # fmt: skip
         trial.set_user_attr("mlflow_run_id", run_id)
         done = trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
         twin = next((t for t in done if t.params == params and "means" in t.user_attrs), None)
@@ -199,7 +194,7 @@ class Sweep:
         if trial.user_attrs.get("surplus"):
             return
         self._done = counts(study).done
-        best = self.best(study)
+        best = best_trial(study)
         best_text = f"best {best.values[0]:.4f} (#{best.number})" if best else "no complete trial yet"
         value = f"{trial.values[0]:.4f}" if trial.values else trial.state.name.lower()
         if trial.values and len(trial.values) > 1:
@@ -223,6 +218,7 @@ class Sweep:
                                     sampler=_sampler(self.search), pruner=pruner, directions=self.search.directions,
                                     load_if_exists=True)  # fmt: skip
         self.tracker = Tracker(self.tracking_uri, self.study_name)
+        self.identity = worker_identity()  # this process, as recorded on each trial it runs
         tuning_set = self.pipeline.prepare(self.base).eval_set
         if not self.worker_only:
             for key, value in {"objective": self.search.objective, "extra_objectives": self.search.extra_objectives,
@@ -323,7 +319,7 @@ class Sweep:
         if is_surplus(trial.study, trial.number, self.trials):
             trial.set_user_attr("surplus", True)
             raise SweepError("surplus: the study reached its count while this trial started")
-        for key, value in worker_identity().items():
+        for key, value in self.identity.items():
             trial.set_user_attr(key, value)
         try:
             return self.objective(trial)
@@ -346,7 +342,7 @@ class Sweep:
         if not complete:
             raise SweepError(f"study {self.study_name!r} has no complete trial"
                              + ("; failures:\n  " + "\n  ".join(self.failures[-10:]) if self.failures else ""))
-        best = self.best(study)
+        best = best_trial(study)
         baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
         best_config = self.config_for(best.params)
         best_yaml = yaml.safe_dump(best_config.model_dump(mode="json", exclude={"source"}), sort_keys=False)
@@ -354,7 +350,7 @@ class Sweep:
         if baseline is not None:
             summary["baseline_objective"] = baseline.values[0]
         for k, v in best.user_attrs.get("means", {}).items():
-            summary[f"best_{k.replace('@', '_at_')}"] = v
+            summary[f"best_{mlflow_name(k)}"] = v
         verdict = self.final_verdict(study, best) if self.holdout else None
         if verdict is not None:
             summary.update(verdict.mlflow_metrics())
@@ -393,19 +389,9 @@ class Sweep:
                              best_is_baseline=best.params == self.baseline_params())  # fmt: skip
 
     def runner_up(self, study: optuna.Study, best: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial | None:
-        sign = 1 if self.search.direction == "maximize" else -1
         others = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                   if t.params != best.params]  # fmt: skip
-        return max(others, key=lambda t: (sign * t.values[0], -t.number)) if others else None
-
-    def best(self, study: optuna.Study) -> optuna.trial.FrozenTrial | None:
-        """The best trial on the primary objective (with several objectives, the Pareto front's best on it)."""
-        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if not complete:
-            return None
-        pool = study.best_trials if len(self.search.directions) > 1 else complete
-        sign = 1 if self.search.direction == "maximize" else -1
-        return max(pool, key=lambda t: (sign * t.values[0], -t.number))
+        return best_of(others, self.search.direction == "maximize")
 
 def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepResult:
     return Sweep(path, overrides, **options).run()

@@ -59,12 +59,11 @@ def code_version() -> str:
 
 class Tracker:
     def __init__(self, tracking_uri: str, experiment: str):
-        import mlflow
-
         import logging
 
+        import mlflow
+
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "creating tables" on every start
-        self.mlflow = mlflow
         mlflow.set_tracking_uri(tracking_uri)
         self.client = mlflow.MlflowClient(tracking_uri)
         exp = self.client.get_experiment_by_name(experiment)
@@ -72,6 +71,7 @@ class Tracker:
             experiment, artifact_location=default_artifact_location(tracking_uri)
         )
         self.tracking_uri = tracking_uri
+        self._logged: dict[str, set[str]] = {}  # run id -> parameters logged when its trial started
 
     def find_parent(self, study: str) -> str | None:
         """The study's parent run; with several (two workers racing at the start), the oldest."""
@@ -99,6 +99,7 @@ class Tracker:
                   "sweep.trial": str(number), "sweep.objective": objective, "sweep.state": "running", **tags},
         )  # fmt: skip
         self.log_batches(run.info.run_id, [], [Param(k, str(v)[:6000]) for k, v in params.items()])
+        self._logged[run.info.run_id] = set(params)
         return run.info.run_id
 
     def finish_trial(self, rid: str, number: int, result: EvalResult | None, value: float, means: dict[str, float],
@@ -110,7 +111,7 @@ class Tracker:
         logged_params: list[Param] = []
         if result is not None:
             config = result.config.model_dump(mode="json", exclude={"source"})
-            logged = {p for p in self.client.get_run(rid).data.params}
+            logged = self._logged.pop(rid, set())
             logged_params = [Param(k, str(v)[:6000]) for k, v in flatten(config).items() if k not in logged]
             metrics += [Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in result.doc_scores.mean().items()]
             metrics += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in result.timings.items()]

@@ -62,6 +62,21 @@ class Verdict:
                 "warnings": self.warnings}  # fmt: skip
 
 
+def best_of(trials: list, maximize: bool):
+    """The trial with the best primary objective; the earliest on ties. None for no trials."""
+    sign = 1 if maximize else -1
+    return max(trials, key=lambda t: (sign * t.values[0], -t.number)) if trials else None
+
+
+def best_trial(study):
+    """The study's best trial on its primary objective (with several objectives, from the Pareto front)."""
+    import optuna
+
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    pool = study.best_trials if len(study.directions) > 1 and complete else complete
+    return best_of(pool, study.directions[0] == optuna.study.StudyDirection.MAXIMIZE)
+
+
 def intervals(result: EvalResult, seed: int = 0) -> dict[str, tuple[float, float]]:
     return {name: bootstrap_ci(v, seed=seed) for name, v in result.scores.values.items()}
 
@@ -113,4 +128,4 @@ def describe_verdict(v: Verdict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Verdict", "build_verdict", "describe_verdict", "noise_check"]
+__all__ = ["Verdict", "best_of", "best_trial", "build_verdict", "describe_verdict", "noise_check"]

@@ -27,11 +27,6 @@ class Metric:
     def name(self) -> str:
         return self.family if self.k is None else f"{self.family}@{self.k}"
 
-    @property
-    def mlflow_name(self) -> str:
-        """MLflow metric names cannot hold ``@``: ``ndcg@10`` is logged as ``ndcg_at_10``."""
-        return self.name.replace("@", "_at_")
-
 
 def parse_metric(name: str, *, key: str = "metric") -> Metric:
     m = METRIC_PATTERN.match(name.strip().lower())
