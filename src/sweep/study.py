@@ -285,23 +285,24 @@ class Sweep:
         while not self._stop_requested:
             if self.timeout and time.monotonic() - started > self.timeout:
                 break
-            c = counts(study)
-            if c.done >= self.trials:
-                break
-            if c.failed >= max(5, 2 * self.trials):
-                self.say(f"stopping: {c.failed} failed trials (see the reasons above)")
-                break
-            if c.done + c.running >= self.trials:  # the last trials are someone else's: wait, they may die
+            lock.acquire()  # held from "is another trial needed?" until the trial exists (_guarded releases it)
+            try:
+                c = counts(study)
+                if c.done >= self.trials:
+                    break
+                if c.failed >= max(5, 2 * self.trials):
+                    self.say(f"stopping: {c.failed} failed trials (see the reasons above)")
+                    break
+                others_finishing = c.done + c.running >= self.trials
+                if not others_finishing:
+                    study.optimize(self._guarded, n_trials=1, callbacks=[self._progress], catch=(Exception,))
+            finally:
+                lock.release()
+            if others_finishing:  # the last trials are someone else's: wait, they may die and be re-queued
                 for proc in self._procs:
                     proc.poll()  # reap a dead worker so its pid reads as gone
                 time.sleep(min(2.0, self.search.heartbeat_interval))
                 self.recover(study)
-                continue
-            lock.acquire()  # released by _guarded once the trial exists
-            try:
-                study.optimize(self._guarded, n_trials=1, callbacks=[self._progress], catch=(Exception,))
-            finally:
-                lock.release()
 
     def _request_stop(self, signum, frame) -> None:
         """First Ctrl-C (or SIGTERM): finish and log the current trial, then stop. Second: stop now."""
