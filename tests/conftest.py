@@ -151,3 +151,48 @@ def second_postgres_url():
     url, drop = create_database("_mlflow")
     yield url
     drop()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_mlflow_server(backend: str, artifacts: Path, port: int, log: Path, timeout: float = 120):
+    """A real ``mlflow server`` on 127.0.0.1:port, returned once /health answers."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    exe = Path(sys.executable).parent / "mlflow"
+    server = subprocess.Popen([str(exe), "server", "--backend-store-uri", backend, "--artifacts-destination",
+                               str(artifacts), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                              stdout=open(log, "a"), stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return server
+        except OSError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            pytest.fail("mlflow server did not start:\n" + log.read_text()[-3000:])
+        time.sleep(0.5)
+
+
+def stop_server(server) -> None:
+    """Stop the server and everything it started (its gunicorn/uvicorn workers)."""
+    import os
+    import signal
+
+    try:
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server.wait(timeout=30)

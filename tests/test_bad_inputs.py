@@ -85,6 +85,17 @@ CONFIG_CASES = [
     ("search.space", {"retrieval.top_k": {"int": [1, 3], "when": {"retrieval.candidates": 3}},
                       "retrieval.candidates": {"int": [1, 9]}}, "sweep", "not an earlier parameter"),
     ("search.holdout", {"tune_split": "a"}, "sweep", "give both tune_split and heldout_split"),
+    ("search.space", {"retrieval.bm25.k1": {"float": [0.5, 1.5], "step": 0}}, "sweep", "step must be > 0, got 0"),
+    ("search.space", {"retrieval.bm25.k1": {"float": [0.5, 1.5], "step": -0.1}}, "sweep", "step must be > 0, got -0.1"),
+    ("search.space", {"retrieval.bm25.k1": {"float": [0, 1.5], "log": True}}, "sweep", "a log scale needs low > 0, got 0"),
+    ("search.space", {"retrieval.top_k": {"int": [1, 5], "step": 0.5}}, "sweep", "an int range needs a whole step"),
+    ("search.space", {"retrieval.bm25.k1": {"float": [0.5, float("inf")]}}, "sweep", "finite number"),
+    ("search.trials", 10**12, "sweep", "search.trials: Input should be less than or equal to 1000000"),
+    ("search.study", "it's", "sweep", "search.study: study name \"it's\" is not allowed"),
+    ("search.study", "../../etc", "sweep", "is not allowed"),
+    ("search.study", "a/b", "sweep", "is not allowed"),
+    ("cache_dir", "/proc/version/cache", "eval", "cache_dir: /proc/version/cache is not a writable folder"),
+    ("cache_dir", "/proc/version/cache", "sweep", "cache_dir: /proc/version/cache is not a writable folder"),
 ]  # fmt: skip
 
 
@@ -110,7 +121,14 @@ def test_malformed_config(folder, capsys, key, value, command, expected):
         ("dataset: [unclosed\n", "not valid YAML"),
         ("- just\n- a list\n", "expected a mapping of sections, got list"),
         ("", "dataset: missing required key"),
-        (b"dataset: {path: caf\xe9}\n", "not a UTF-8 text file"),
+        (b"dataset: {path: caf\xe9}\n", "line 1: not UTF-8 text (byte 0xe9)"),
+        ("dataset: {path: data}\nretrieval: {mode: bm25}\nretrieval: {mode: dense}\n",
+         "line 3: key 'retrieval' appears twice in one section (first at line 2)"),
+        ("dataset: {path: data, path: other}\n", "key 'path' appears twice"),
+        ("dataset: {path: data}\nstudy: mine\n", "study: unknown key; it belongs under search: (search.study)"),
+        ("dataset: {path: data}\nretrieval: {fusion: {alpha: .nan}}\n", "retrieval.fusion.alpha: must be a finite number"),
+        ("dataset: {path: data}\nretrieval: {top_k: 1000000000000}\n", "retrieval.top_k: Input should be less than or equal to 100000"),
+        ("dataset: {path: data}\nevaluation: {ks: [5, 0]}\n", "evaluation.ks.1: Input should be greater than or equal to 1"),
     ],
 )
 def test_unreadable_config_files(folder, capsys, text, expected):

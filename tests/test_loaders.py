@@ -132,7 +132,7 @@ def test_lenient_drops_and_reports(tmp_path):
     bad = {"id": "q2", "text": "t", "evidence": [{"doc_id": "nope", "grade": 1}]}
     ds = load_native(write_native(tmp_path, DOCS, [GOOD_Q, bad]), lenient=True)
     assert [q.id for q in ds.questions] == ["q1"]
-    assert ds.dropped == ["question q2: question 'q2' cites unknown document 'nope'"]
+    assert ds.dropped == [f"question q2 ({tmp_path / 'questions.jsonl'}:2): question 'q2' cites unknown document 'nope'"]
 
 
 def test_missing_file_names_the_path(tmp_path):
@@ -143,7 +143,7 @@ def test_missing_file_names_the_path(tmp_path):
 def test_not_utf8(tmp_path):
     write_native(tmp_path, DOCS, [GOOD_Q])
     (tmp_path / "corpus.jsonl").write_bytes(b'{"id": "d1", "text": "caf\xe9"}\n')
-    with pytest.raises(DataError, match="not valid UTF-8"):
+    with pytest.raises(DataError, match=r"corpus.jsonl:1: not UTF-8 text \(byte 0xe9\); save the file as UTF-8"):
         load_native(tmp_path)
 
 

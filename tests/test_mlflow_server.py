@@ -6,25 +6,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import mlflow
+import optuna
 import pytest
 from browser import Browser
-from conftest import ROOT, create_database, write_fixture_config
+from conftest import ROOT, create_database, free_port, start_mlflow_server, stop_server, write_fixture_config
 
 DOCS_SCREENSHOT = ROOT / "docs" / "mlflow-trials.png"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -33,31 +26,16 @@ def served_sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("served")
     backend, drop = create_database("_server")
     port = free_port()
-    mlflow_exe = Path(sys.executable).parent / "mlflow"
-    server = subprocess.Popen([str(mlflow_exe), "server", "--backend-store-uri", backend, "--artifacts-destination",
-                               str(tmp / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                              stdout=open(tmp / "server.log", "w"), stderr=subprocess.STDOUT)  # fmt: skip
+    server = start_mlflow_server(backend, tmp / "artifacts", port, tmp / "server.log")
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(uri + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                pytest.fail("mlflow server did not start:\n" + (tmp / "server.log").read_text()[-3000:])
-            time.sleep(0.5)
         config = write_fixture_config(tmp)
         proc = subprocess.run([sys.executable, "-m", "sweep", str(config), "--workers", "2", "--trials", "6",
                                "--tracking-uri", uri], cwd=tmp, capture_output=True, text=True, timeout=600)  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         yield uri, tmp, proc.stdout
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_server(server)
         drop()
 
 
@@ -70,7 +48,9 @@ def test_two_workers_log_one_parent_and_a_child_per_trial_over_http(served_sweep
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(parents) == 1 and len(children) == 6
-    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == list(range(6))
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{tmp / 'runs/sweep/optuna.db'}")
+    complete = [t.number for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == complete
     assert all(c.info.status == "FINISHED" and c.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for c in children)
     assert len({c.data.tags["sweep.worker"] for c in children}) == 2  # both workers logged
     parent = parents[0]
@@ -86,16 +66,19 @@ def test_two_workers_log_one_parent_and_a_child_per_trial_over_http(served_sweep
 
 
 def test_the_ui_shows_the_trials_and_their_objective(served_sweep, tmp_path):
-    uri, _, _ = served_sweep
+    uri, workdir, _ = served_sweep
     exp = mlflow.MlflowClient(uri).get_experiment_by_name("sweep")
     from sweep.tracking import trials_view_url
 
     browser = Browser(tmp_path / "profile")
     try:
+        study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{workdir / 'runs/sweep/optuna.db'}")
+        complete = [t.number for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         browser.goto(trials_view_url(uri, exp.experiment_id))  # what the sweep prints
-        assert browser.wait_for("document.body && document.body.innerText.includes('trial 005')"), "runs table not shown"
+        last = f"trial {max(complete):03d}"
+        assert browser.wait_for(f"document.body && document.body.innerText.includes('{last}')"), "runs table not shown"
         text = browser.js("document.body.innerText")
-        for n in range(6):
+        for n in complete:
             assert f"trial {n:03d}" in text  # every child run, named by trial number and key parameters
         assert "Sort: objective" in text.replace("\u00a0", " ")
         # choosing the sort key from the menu puts its column in the table, as a user would do

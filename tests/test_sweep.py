@@ -35,9 +35,9 @@ def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     assert len(parents) == 1 and len(children) == 10
     parent = parents[0]
     assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
-    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == list(range(10))
-    fresh = [c for c in children if "sweep.duplicate_of" not in c.data.tags]
-    one = fresh[0]
+    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == [t.number for t in complete]
+    assert len({tuple(sorted(t.params.items())) for t in complete}) == 10  # ten distinct configurations
+    one = children[0]
     assert {"ndcg_at_5", "recall_at_3", "mrr", "objective", "time_metrics_s"} <= set(one.data.metrics)
     assert one.data.params["retrieval.mode"] == "hybrid" and "retrieval.fusion.method" in one.data.params
     artifacts = {a.path for a in client.list_artifacts(one.info.run_id)}
@@ -54,16 +54,17 @@ def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     assert Pipeline(best.cache_dir).run(best).scores.mean()["ndcg@5"] == pytest.approx(result.best_value)
 
     # the same command continues the study to its size: --trials 12 adds two
+    before = len(study.trials)
     run_sweep(fixture_config, runs_dir=runs, quiet=True)  # already 10: nothing more to run
-    assert len(optuna.load_study(study_name="sweep", storage=result.storage).trials) == 10
+    assert len(optuna.load_study(study_name="sweep", storage=result.storage).trials) == before
     run_sweep(fixture_config, runs_dir=runs, trials=12, quiet=True)
     study = optuna.load_study(study_name="sweep", storage=result.storage)
-    numbers = [t.number for t in study.trials]
-    assert len(numbers) == 12 == len(set(numbers))
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 12 == len({tuple(sorted(t.params.items())) for t in complete})
     runs_found = client.search_runs([exp.experiment_id], max_results=1000)
     children = [r for r in runs_found if "mlflow.parentRunId" in r.data.tags]
     assert len([r for r in runs_found if "mlflow.parentRunId" not in r.data.tags]) == 1
-    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == list(range(12))
+    assert sorted(int(c.data.tags["sweep.trial"]) for c in children) == [t.number for t in complete]
 
 
 def test_duplicate_parameters_are_answered_from_the_earlier_trial(fixture_config, tmp_path):
@@ -76,8 +77,10 @@ def test_duplicate_parameters_are_answered_from_the_earlier_trial(fixture_config
     sweep.trials = 2
     sweep.run()
     study = optuna.load_study(study_name="sweep", storage=sweep.storage)
-    assert study.trials[1].user_attrs["duplicate_of"] == 0
-    assert study.trials[1].value == study.trials[0].value
+    assert study.trials[1].user_attrs["duplicate_of"] == 0  # recorded, never re-run, never counted
+    assert study.trials[1].state == optuna.trial.TrialState.FAIL and study.trials[1].user_attrs["fail_kind"] == "duplicate"
+    assert len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]) == 2
+    assert study.trials[2].params != study.trials[0].params  # the second configuration is a new one
 
 
 @pytest.mark.parametrize(

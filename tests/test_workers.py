@@ -53,7 +53,7 @@ def slow_trials(config: Path) -> Path:
     data["chunking"] = {"strategy": "fixed", "unit": "tokens", "size": 6, "overlap": 0}
     data["retrieval"]["mode"] = "dense"
     data["search"]["sampler"] = "random"
-    data["search"]["space"] = {"chunking.size": {"int": [3, 40]}}
+    data["search"]["space"] = {"chunking.size": {"int": [3, 200]}}
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     return config
 
@@ -66,9 +66,11 @@ def test_three_workers_on_postgresql_run_exactly_the_studys_trials(fixture_confi
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     study = optuna.load_study(study_name="sweep", storage=postgres_url)
-    assert len(study.trials) == 30 and {t.state for t in study.trials} == {TrialState.COMPLETE}
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 30 == len({t.params["chunking.size"] for t in complete})
+    assert all(t.user_attrs.get("fail_kind") == "duplicate" for t in study.trials if t.state != TrialState.COMPLETE)
     assert_consistent(postgres_url, second_postgres_url, 30)
-    pids = {t.user_attrs["worker.pid"] for t in study.trials}
+    pids = {t.user_attrs["worker.pid"] for t in complete}
     assert len(pids) == 3  # all three took part
     assert "[w2]" in proc.stdout and "[w3]" in proc.stdout and "held-out" in proc.stdout
 
@@ -142,7 +144,7 @@ def pruning_config(tmp_path: Path, pruner: str) -> Path:
         "cache_dir": str(tmp_path / "cache"),
         "search": {"objective": "ndcg@10", "sampler": "random", "seed": 5, "trials": 16, "pruner": pruner,
                    "space": {"retrieval.candidates": {"categorical": [50, 1]},  # the planted poor region
-                             "retrieval.bm25.k1": {"float": [0.6, 1.4], "step": 0.2}}},
+                             "retrieval.bm25.k1": {"float": [0.6, 1.4], "step": 0.1}}},
     }  # fmt: skip
     path = tmp_path / f"{pruner}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -161,7 +163,7 @@ def test_pruning_stops_the_planted_poor_region_and_evaluates_fewer_questions(tmp
     assert poor and good
     assert all(t.state == TrialState.PRUNED and t.user_attrs["questions_evaluated"] < 84 for t in poor)
     assert all(t.state == TrialState.COMPLETE for t in good if t.user_attrs.get("questions_evaluated") == 84)
-    assert sum(t.user_attrs["questions_evaluated"] for t in pruned) < sum(t.user_attrs["questions_evaluated"] for t in plain)
+    assert sum(t.user_attrs.get("questions_evaluated", 0) for t in pruned) < sum(t.user_attrs.get("questions_evaluated", 0) for t in plain)
     assert len([t for t in pruned if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]) == 16
     _, children = children_of(pruned_run.tracking_uri, pruner)
     states = {c.data.tags["sweep.state"] for c in children}
@@ -172,13 +174,14 @@ def test_a_trial_that_raises_fails_alone_with_its_reason(fixture_config, tmp_pat
     data = yaml.safe_load(fixture_config.read_text())
     data["retrieval"]["mode"] = "dense"
     data["search"]["space"] = {"retrieval.dense.model": {"categorical": ["minilm-l6", "no-such-org/no-such-model"]},
-                               "retrieval.top_k": {"int": [3, 5]}}  # fmt: skip
+                               "retrieval.top_k": {"int": [1, 8]}}  # fmt: skip
     data["search"]["sampler"] = "random"
     fixture_config.write_text(yaml.safe_dump(data, sort_keys=False))
     result = run_sweep(fixture_config, runs_dir=tmp_path / "runs", trials=6, quiet=True)
     study = optuna.load_study(study_name="sweep", storage=result.storage)
-    failed = [t for t in study.trials if t.state == TrialState.FAIL]
+    failed = [t for t in study.trials if t.state == TrialState.FAIL and t.user_attrs["fail_kind"] == "error"]
     assert failed and all("no-such-org/no-such-model" in t.user_attrs["error"] for t in failed)
+    assert len({t.params["retrieval.top_k"] for t in failed}) == len(failed)  # a failed configuration is not re-run
     assert all(t.params["retrieval.dense.model"] == "no-such-org/no-such-model" for t in failed)
     assert len([t for t in study.trials if t.state == TrialState.COMPLETE]) == 6  # the sweep went on
     assert len(result.failures) == len(failed) and "cannot load model" in result.failures[0]

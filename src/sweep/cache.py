@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import SweepError
+
 log = logging.getLogger(__name__)
 MAGIC = b"RAGSWEEP1\n"
 
@@ -47,7 +49,19 @@ class CorruptEntry(Exception):
     pass
 
 
+class CacheWriteError(SweepError):
+    """The cache folder cannot take a write (full disk, read-only, no permission): no trial can succeed."""
+
+
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    try:
+        _write_arrays(path, arrays)
+    except OSError as e:
+        raise CacheWriteError(f"cache_dir: cannot write {path} ({e.strerror or e}); free some space or point "
+                              "cache_dir at a writable folder") from None  # fmt: skip
+
+
+def _write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = [np.ascontiguousarray(a) for a in arrays.values()]
     digest = hashlib.sha256()
@@ -58,13 +72,16 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
         "sha256": digest.hexdigest(),
     }
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(MAGIC + json.dumps(header).encode() + b"\n")
-        for a in payload:
-            fh.write(a.tobytes())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(MAGIC + json.dumps(header).encode() + b"\n")
+            for a in payload:
+                fh.write(a.tobytes())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half-written file behind
 
 
 def read_arrays(path: Path) -> dict[str, np.ndarray]:

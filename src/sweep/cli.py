@@ -18,6 +18,7 @@ from .errors import SweepError
 from .render import describe_result, metrics_table
 
 SUBCOMMANDS = ("eval", "score", "sweep", "compare", "report")
+MAX_WORKERS = 256
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -123,8 +124,12 @@ def cmd_eval(args) -> int:
 def cmd_sweep(args) -> int:
     from .study import run_sweep
 
-    if args.workers < 1:
-        raise SweepError("--workers must be at least 1")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise SweepError(f"--workers must be between 1 and {MAX_WORKERS} (got {args.workers})")
+    if args.trials is not None and not 0 <= args.trials <= 1_000_000:
+        raise SweepError(f"--trials must be between 0 and 1,000,000 (got {args.trials})")
+    if args.timeout is not None and not (0 < args.timeout < float("inf")):
+        raise SweepError(f"--timeout must be a positive number of seconds (got {args.timeout})")
     run_sweep(args.config, args.overrides, trials=args.trials, timeout=args.timeout, storage=args.storage,
               study=args.study, tracking_uri=args.tracking_uri, workers=args.workers, worker_only=args.worker_only,
               lenient=args.lenient, runs_dir=args.runs_dir)  # fmt: skip
@@ -180,6 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `sweep score ... | head`: the reader left; say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as e:  # a file we were asked to write (--json, --out) cannot be written
+        if debug or e.filename is None:
+            raise
+        print(f"error: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,16 +10,17 @@ working folder.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, DataError
+from .textfile import read_text
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN would pass every bound
 
 
 class HoldoutPart(Strict):
@@ -38,13 +39,15 @@ class DatasetConfig(Strict):
     include_title: bool = Field(True, description="prefix chunks with their document title for retrieval")
     relevance_threshold: int = Field(1, ge=0)
     max_questions: int | None = Field(None, ge=1, description="first N questions only, for quick looks")
+    merge_overlapping_evidence: bool = Field(
+        True, description="overlapping spans of one question in one document count as one item (highest grade)")
     holdout: HoldoutPart | None = None
 
 
 class ChunkingSection(Strict):
     strategy: Literal["fixed", "recursive", "document"] = "document"
-    size: int = Field(200, ge=1)
-    overlap: int = Field(0, ge=0)
+    size: int = Field(200, ge=1, le=10_000_000)
+    overlap: int = Field(0, ge=0, le=10_000_000)
     unit: Literal["chars", "tokens"] = "tokens"
     tokenizer: str = "word"
 
@@ -56,9 +59,9 @@ class ChunkingSection(Strict):
 
 
 class BM25Config(Strict):
-    k1: float = Field(0.9, ge=0)
+    k1: float = Field(0.9, ge=0, le=100)
     b: float = Field(0.4, ge=0, le=1)
-    epsilon: float = Field(0.25, ge=0, description="rank-bm25's floor for negative idf, times the mean idf")
+    epsilon: float = Field(0.25, ge=0, le=100, description="rank-bm25's floor for negative idf, times the mean idf")
     lowercase: bool = True
     stopwords: Literal["none", "english"] = "english"
     stemming: Literal["none", "porter", "english"] = "porter"
@@ -70,42 +73,42 @@ class DenseConfig(Strict):
     query_prefix: str = ""
     document_prefix: str = ""
     normalize: bool = True
-    batch_size: int = Field(64, ge=1)
-    max_seq_length: int | None = Field(None, ge=8, description="None keeps the model's own (256 for MiniLM)")
+    batch_size: int = Field(64, ge=1, le=65_536)
+    max_seq_length: int | None = Field(None, ge=8, le=1_000_000, description="None keeps the model's own (256 for MiniLM)")
     index: Literal["flat", "hnsw", "ivf"] = "flat"
-    hnsw_m: int = Field(32, ge=4)
-    ivf_lists: int = Field(256, ge=1)
-    ivf_probe: int = Field(16, ge=1)
+    hnsw_m: int = Field(32, ge=4, le=1024)
+    ivf_lists: int = Field(256, ge=1, le=1_000_000)
+    ivf_probe: int = Field(16, ge=1, le=1_000_000)
 
 
 class FusionConfig(Strict):
     method: Literal["linear", "rrf"] = "linear"
     alpha: float = Field(0.5, ge=0, le=1, description="weight of the dense scores; 0 is pure BM25, 1 pure dense")
     normalization: Literal["minmax", "zscore"] = "minmax"
-    rrf_k: int = Field(60, ge=1)
+    rrf_k: int = Field(60, ge=1, le=1_000_000)
 
 
 class RerankConfig(Strict):
     enabled: bool = False
     kind: Literal["cross_encoder", "bi_encoder", "maxsim"] = "bi_encoder"
     model: str = "minilm-l6"
-    depth: int = Field(20, ge=1)
-    batch_size: int = Field(32, ge=1)
-    max_seq_length: int | None = Field(None, ge=8, description="bi_encoder: as dense.max_seq_length; equal settings share cached embeddings")
+    depth: int = Field(20, ge=1, le=100_000)
+    batch_size: int = Field(32, ge=1, le=65_536)
+    max_seq_length: int | None = Field(None, ge=8, le=1_000_000, description="bi_encoder: as dense.max_seq_length; equal settings share cached embeddings")
 
 
 class RM3Config(Strict):
     """Pseudo-relevance feedback for BM25 as in Anserini/Pyserini (their defaults)."""
 
-    fb_docs: int = Field(10, ge=1, description="feedback chunks from the first BM25 ranking")
-    fb_terms: int = Field(10, ge=1, description="expansion terms kept from the relevance model")
+    fb_docs: int = Field(10, ge=1, le=1000, description="feedback chunks from the first BM25 ranking")
+    fb_terms: int = Field(10, ge=1, le=10_000, description="expansion terms kept from the relevance model")
     original_weight: float = Field(0.5, ge=0, le=1, description="weight of the original query in the mix")
 
 
 class PRFConfig(Strict):
     """Rocchio-style feedback for dense retrieval: move the query toward its top chunks."""
 
-    fb_docs: int = Field(3, ge=1)
+    fb_docs: int = Field(3, ge=1, le=1000)
     weight: float = Field(0.3, ge=0, le=1, description="weight of the feedback centroid; 0 leaves the query as is")
 
 
@@ -114,7 +117,7 @@ class QueryConfig(Strict):
     rm3: RM3Config = RM3Config()
     prf: PRFConfig = PRFConfig()
     plugin: str | None = Field(None, description="module:function mapping a question to one or more queries")
-    rrf_k: int = Field(60, ge=1, description="RRF constant fusing the lists of several queries")
+    rrf_k: int = Field(60, ge=1, le=1_000_000, description="RRF constant fusing the lists of several queries")
 
     @model_validator(mode="after")
     def _plugin_importable(self):
@@ -129,8 +132,8 @@ class QueryConfig(Strict):
 
 class RetrievalConfig(Strict):
     mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
-    candidates: int = Field(100, ge=1, description="results each first-stage retriever passes on")
-    top_k: int = Field(100, ge=1, description="length of the final ranking")
+    candidates: int = Field(100, ge=1, le=100_000, description="results each first-stage retriever passes on")
+    top_k: int = Field(100, ge=1, le=100_000, description="length of the final ranking")
     bm25: BM25Config = BM25Config()
     dense: DenseConfig = DenseConfig()
     fusion: FusionConfig = FusionConfig()
@@ -139,10 +142,10 @@ class RetrievalConfig(Strict):
 
 
 class EvaluationConfig(Strict):
-    ks: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
+    ks: tuple[Annotated[int, Field(ge=1, le=100_000)], ...] = (1, 3, 5, 10, 20, 100)
     hit_min_overlap: float = Field(0.5, gt=0, le=1)
     view: Literal["chunk", "document"] = "chunk"
-    span_metrics_at: tuple[int, ...] = (5,)
+    span_metrics_at: tuple[Annotated[int, Field(ge=1, le=100_000)], ...] = (5,)
 
 
 class EvalConfig(Strict):
@@ -185,22 +188,59 @@ def apply_overrides(data: dict, overrides: list[str], file: str) -> dict:
     return data
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key written twice is an error (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError("", f"line {key_node.start_mark.line + 1}",
+                                  f"key {key!r} appears twice in one section (first at line {seen[key]}); "
+                                  "the second would silently replace the first: merge them")  # fmt: skip
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> dict:
+    """A config file as a dict: UTF-8 (a BOM is fine), no duplicate keys, a mapping at the top."""
     if not path.is_file():
         raise ConfigError(str(path), "", "config file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = read_text(path)
+    except DataError as e:
+        p = e.problems[0]
+        raise ConfigError(str(path), f"line {p.line}" if p.line else "", p.message) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except ConfigError as e:
+        raise e.located(str(path)) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(str(path), where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(str(path), "", "not a UTF-8 text file") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(str(path), "", f"expected a mapping of sections, got {type(data).__name__}")
     return data
+
+
+SEARCH_KEYS = {"study", "storage", "tracking_uri", "trials", "objective", "space", "sampler", "seed", "timeout"}
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys a section of the config accepts, for the "unknown key" message."""
+    model: type[BaseModel] | None = EvalConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if model else None
+        annotation = field.annotation if field else None
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    if model is None:
+        return []
+    names = [n for n in model.model_fields if n != "source"]
+    return names + (["search"] if model is EvalConfig else [])
 
 
 def validation_error(file: str, error: ValidationError) -> ConfigError:
@@ -209,8 +249,14 @@ def validation_error(file: str, error: ValidationError) -> ConfigError:
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown key"
+        if len(first["loc"]) == 1 and first["loc"][0] in SEARCH_KEYS:
+            message += f"; it belongs under search: (search.{first['loc'][0]})"
+        elif known := _known_keys(first["loc"]):
+            message += f" (this section takes: {', '.join(known)})"
     elif first["type"] == "missing":
         message = "missing required key"
+    elif first["type"] == "finite_number":
+        message = f"must be a finite number (got {first.get('input')!r})"
     elif "input" in first and first["type"] not in ("value_error",):
         message += f" (got {first['input']!r})"[:120]
     more = len(error.errors()) - 1
@@ -238,9 +284,29 @@ def resolve_paths(config: EvalConfig, base: Path) -> EvalConfig:
     return config.model_copy(update={"dataset": dataset})  # cache_dir stays relative to the working folder
 
 
+def check_cache_dir(config: EvalConfig) -> None:
+    """``cache_dir`` must exist (or be creatable) and take a write: found at start, not after the first trial.
+
+    Raises:
+        ConfigError: naming the ``cache_dir`` key, the path and the reason.
+    """
+    import tempfile
+
+    root = Path(config.cache_dir).expanduser()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".write-check-") as fh:
+            fh.write(b"ok")
+            fh.flush()
+    except OSError as e:
+        raise ConfigError(config.source, "cache_dir", f"{root} is not a writable folder ({e.strerror or e})",
+                          ["point cache_dir at a folder you can write, with free space"]) from None  # fmt: skip
+
+
 def load_config(path: str | Path, overrides: list[str] = ()) -> EvalConfig:
     path = Path(path)
     data = apply_overrides(read_yaml(path), list(overrides), str(path))
     data.pop("search", None)  # the sweep's own section (study.py) is not part of one configuration
-    data.pop("study", None)
-    return build_config(data, str(path), path.parent)
+    config = build_config(data, str(path), path.parent)
+    check_cache_dir(config)
+    return config

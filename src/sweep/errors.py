@@ -35,7 +35,7 @@ class Problem:
 class DataError(SweepError):
     """An eval-set file is missing or malformed; carries every problem found."""
 
-    def __init__(self, problems: list[Problem] | Problem, *, shown: int = 20):
+    def __init__(self, problems: list[Problem] | Problem, *, shown: int = 20, hint: str = ""):
         self.problems = [problems] if isinstance(problems, Problem) else list(problems)
         lines = [str(p) for p in self.problems[:shown]]
         if len(self.problems) > shown:
@@ -44,7 +44,11 @@ class DataError(SweepError):
         for p in self.problems:
             counts[p.file] = counts.get(p.file, 0) + 1
         head = ", ".join(f"{n} in {f}" for f, n in counts.items())
-        super().__init__(f"{len(self.problems)} problem(s) in the eval set ({head}):\n  " + "\n  ".join(lines))
+        if len(self.problems) == 1:  # one problem: one line
+            super().__init__(lines[0] + (f" ({hint})" if hint else ""))
+            return
+        text = f"{len(self.problems)} problem(s) in the eval set ({head}):\n  " + "\n  ".join(lines)
+        super().__init__(text + (f"\n  ({hint})" if hint else ""))
 
 
 @dataclass
@@ -69,3 +73,21 @@ class ConfigError(SweepError):
     def located(self, file: str, key: str | None = None) -> "ConfigError":
         """The same error naming the config file (and a fuller key path) it came from."""
         return ConfigError(self.file or file, key or self.key, self.message, list(self.hints))
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ``***``, for every line we print or log.
+
+    Args:
+        url: a storage or tracking URL, e.g. ``postgresql://user:secret@host/db``.
+
+    Returns:
+        ``postgresql://user:***@host/db``; a URL without a password unchanged.
+
+    Example:
+        >>> mask_url("postgresql://me:pw@db:5432/optuna")
+        'postgresql://me:***@db:5432/optuna'
+    """
+    import re
+
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@]*):[^@/]*@", r"\1:***@", url)

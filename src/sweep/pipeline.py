@@ -19,6 +19,7 @@ from .cache import StageCache, content_key
 from .chunking import ChunkingConfig, ChunkSet, chunk_corpus
 from .config import DatasetConfig, EvalConfig
 from .data import EvalSet, load_beir, load_native, load_span_csv
+from .data.validate import merge_overlapping_evidence
 from .diagnostics import recall_curve
 from .errors import ConfigError
 from .holdout import partition
@@ -26,7 +27,11 @@ from .labels import HitRule, Labels, resolve_labels
 from .metrics import Scores, evaluate, span_metrics, standard_metrics
 from .models import model_identity
 from .retrieval import Encoder, Reranker, StageResult, bm25_search, dense_search, fuse
+from .retrieval.dense import truncated_share
 from .retrieval.query import expand, plugin_queries, rocchio, rrf_by_owner
+
+
+TRUNCATION_WARN = 0.05  # a share of truncated chunks worth a warning
 
 
 def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
@@ -50,6 +55,12 @@ def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
         eval_set = eval_set.with_questions(eval_set.questions[: config.max_questions])
     if config.holdout:
         eval_set = eval_set.with_questions(partition(eval_set.questions, config.holdout))
+    if config.merge_overlapping_evidence:
+        eval_set = merge_overlapping_evidence(eval_set)
+    if not eval_set.answerable(config.relevance_threshold)[0]:
+        raise ConfigError("", "dataset", f"none of the {len(eval_set.questions)} selected questions has evidence of "
+                          f"grade >= {config.relevance_threshold} (dataset.relevance_threshold), so nothing can be "
+                          "scored", ["add evidence to the questions, or check dataset.split and the threshold"])  # fmt: skip
     return eval_set
 
 
@@ -89,6 +100,9 @@ class EvalResult:
     timings: dict[str, float] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     latency_ms: float = 0.0  # per question, at each stage's original compute cost (caches do not make it free)
+    dense_truncated_share: float | None = None  # chunks longer than the dense model reads; None without dense
+    warnings: list[str] = field(default_factory=list)  # quality traps worth a line (truncation, merged evidence)
+    dropped: list[str] = field(default_factory=list)  # what a --lenient load left out
 
 
 def document_run(run: np.ndarray, chunk_doc: np.ndarray, n_docs: int) -> np.ndarray:
@@ -127,6 +141,7 @@ class Pipeline:
         self._rerankers: dict[str, Reranker] = {}
         self.counters: dict[str, int] = defaultdict(int)
         self._cost: dict[str, float] = {}
+        self._truncation: dict[str, float] = {}
 
     # -- data ------------------------------------------------------------------
     def prepare(self, config: EvalConfig) -> Prepared:
@@ -327,7 +342,36 @@ class Pipeline:
         }
         scores = doc_scores if config.evaluation.view == "document" else chunk_scores
         latency_ms = 1000 * sum(self._cost.values()) / max(1, len(p.queries))
-        return EvalResult(config, scores, chunk_scores, doc_scores, run, curve, timings, counters, latency_ms)
+        share = self.truncation(p, config) if config.retrieval.mode != "bm25" else None
+        return EvalResult(config, scores, chunk_scores, doc_scores, run, curve, timings, counters, latency_ms, share,
+                          self._warnings(p, config, share), list(p.eval_set.dropped))  # fmt: skip
+
+    def truncation(self, p: Prepared, config: EvalConfig) -> float:
+        """Share of chunks the dense model truncates, counted once per chunk set and model (cached)."""
+        c = config.retrieval.dense
+        key = content_key("truncated", content_key(*p.index_texts), model_identity(c.model), c.max_seq_length,
+                          c.document_prefix)  # fmt: skip
+        if key not in self._truncation:
+            found = self.stage_cache.get(key)
+            if found is None:
+                found = {"share": np.array([truncated_share(p.index_texts, c)])}
+                self.stage_cache.put(key, found)
+            self._truncation[key] = float(found["share"][0])
+        return self._truncation[key]
+
+    @staticmethod
+    def _warnings(p: Prepared, config: EvalConfig, share: float | None) -> list[str]:
+        out = []
+        if share is not None and share >= TRUNCATION_WARN:
+            c, k = config.retrieval.dense, config.chunking
+            chunks = "whole documents" if k.strategy == "document" else f"{k.strategy}, size {k.size} {k.unit}"
+            out.append(f"{share:.0%} of the chunks ({chunks}) are longer "
+                       f"than {c.model}'s max_seq_length and are truncated when embedded: dense scores ignore their "
+                       "ends; use smaller chunks or raise retrieval.dense.max_seq_length")  # fmt: skip
+        if p.eval_set.merged_evidence:
+            out.append(f"{p.eval_set.merged_evidence} overlapping evidence span(s) were merged into one item each "
+                       "(dataset.merge_overlapping_evidence: false keeps them apart)")  # fmt: skip
+        return out
 
 
 def _model_key(error: ConfigError, config: EvalConfig) -> str:

@@ -6,6 +6,7 @@ import math
 import re
 
 from .diagnostics import curve_text, describe, diagnose
+from .errors import mask_url
 from .tracking import trials_view_url, ui_command
 from .verdict import describe_verdict
 
@@ -62,7 +63,19 @@ def describe_result(result) -> str:
         "",
         describe(diagnose(result.recall_curve, scores.mean(), c.retrieval.top_k)),
     ]
-    return "\n".join(lines)
+    lines += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(lines + dropped_lines(result.dropped))
+
+
+def dropped_lines(dropped: list[str]) -> list[str]:
+    """What --lenient left out, every item, so a smaller eval set is never a silent one."""
+    if not dropped:
+        return []
+    docs = sum(d.startswith("document ") for d in dropped)
+    lines = sum(d.startswith("line ") for d in dropped)
+    head = (f"--lenient dropped {len(dropped) - docs - lines} question(s), {docs} document(s) and {lines} unreadable "
+            "line(s):")  # fmt: skip
+    return [head, *(f"  {d}" for d in dropped)]
 
 
 def describe_sweep(result, objective: str) -> str:
@@ -82,9 +95,9 @@ def describe_sweep(result, objective: str) -> str:
         lines += ["", describe_verdict(result.verdict), ""]
     lines.append(f"{result.n_complete} complete trials in study {result.study_name!r}")
     if result.tracking_uri.startswith(("http://", "https://")):
-        lines.append(f"compare the trials in MLflow:  {trials_view_url(result.tracking_uri, result.experiment_id)}")
+        lines.append(f"compare the trials in MLflow:  {trials_view_url(mask_url(result.tracking_uri), result.experiment_id)}")
     else:
-        lines += [f"open the MLflow UI on this store:  {ui_command(result.tracking_uri)}",
+        lines += [f"open the MLflow UI on this store:  {ui_command(mask_url(result.tracking_uri))}",
                   f"  then compare the trials at  {trials_view_url('http://127.0.0.1:5000', result.experiment_id)}"]  # fmt: skip
     if result.report_path is not None:
         lines.append(f"report: {result.report_path}")

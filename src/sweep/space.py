@@ -20,16 +20,17 @@ as with Optuna's define-by-run ``if``.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, SweepError
 from .metrics.evaluate import parse_metric
 
 
 class Param(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     categorical: list[Any] | None = None
     int_range: tuple[int, int] | None = Field(None, alias="int")
@@ -49,7 +50,45 @@ class Param(BaseModel):
             raise ValueError(f"low {rng[0]} is above high {rng[1]}")
         if self.log and self.step:
             raise ValueError("log and step cannot be combined")
+        if self.step is not None and self.step <= 0:
+            raise ValueError(f"step must be > 0, got {self.step}")
+        if self.int_range and self.step is not None and self.step != int(self.step):
+            raise ValueError(f"an int range needs a whole step, got {self.step}")
+        if self.log and rng and rng[0] <= 0:
+            raise ValueError(f"a log scale needs low > 0, got {rng[0]}")
         return self
+
+
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def check_study_name(name: str, key: str = "--study") -> str:
+    """A study name becomes a folder under runs/ and a SQL value: letters, digits, ``_ . -`` only.
+
+    Args:
+        name: the proposed name.
+        key: what set it (``--study``, ``search.study``), for the message.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        SweepError: the name could leave the runs folder or break a query.
+
+    Example:
+        >>> check_study_name("hybrid-v2")
+        'hybrid-v2'
+    """
+    if not STUDY_NAME.fullmatch(name) or ".." in name:
+        raise SweepError(f"{key}: study name {name!r} is not allowed: use letters, digits, '_', '.' and '-' "
+                         "(at most 100, no '..', no '/'), e.g. hybrid-v2")  # fmt: skip
+    return name
+
+
+def default_study_name(config_path: str) -> str:
+    """The config file's name, with characters a study name cannot hold replaced by '-'."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", config_path).strip("-.") or "sweep"
+    return re.sub(r"\.\.+", ".", stem)[:100]
 
 
 class HoldoutSettings(BaseModel):
@@ -69,13 +108,13 @@ class HoldoutSettings(BaseModel):
 
 
 class SearchConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     objective: str = "ndcg@10"
     direction: Literal["maximize", "minimize"] = "maximize"
     sampler: Literal["tpe", "random", "grid"] = "tpe"
     seed: int = 42
-    trials: int = Field(20, ge=0)
+    trials: int = Field(20, ge=0, le=1_000_000)
     timeout: float | None = Field(None, gt=0)
     study: str | None = None
     storage: str | None = None
@@ -84,10 +123,12 @@ class SearchConfig(BaseModel):
     holdout: HoldoutSettings = HoldoutSettings()
     pruner: Literal["none", "median", "successive_halving"] = Field(
         "none", description="stop poor trials early, judged on growing batches of questions")
-    pruning_batches: int = Field(4, ge=2, description="question batches a trial is evaluated in when pruning")
-    retries: int = Field(1, ge=0, description="times a trial whose worker died is re-queued")
-    heartbeat_interval: int = Field(10, ge=1, description="seconds between a running trial's heartbeats")
-    grace_period: int = Field(60, ge=2, description="seconds without a heartbeat before a trial counts as dead")
+    pruning_batches: int = Field(4, ge=2, le=1000, description="question batches a trial is evaluated in when pruning")
+    retries: int = Field(1, ge=0, le=100, description="times a trial whose worker died is re-queued")
+    tracking_retry_seconds: float = Field(
+        60, ge=0, le=3600, description="how long a tracking call is retried before the sweep goes on without MLflow")
+    heartbeat_interval: int = Field(10, ge=1, le=3600, description="seconds between a running trial's heartbeats")
+    grace_period: int = Field(60, ge=2, le=86_400, description="seconds without a heartbeat before a trial counts as dead")
     space: dict[str, Param] = {}
 
     @model_validator(mode="after")
@@ -97,6 +138,16 @@ class SearchConfig(BaseModel):
         if self.grace_period <= self.heartbeat_interval:
             raise ValueError("grace_period must be longer than heartbeat_interval")
         return self
+
+    @field_validator("study")
+    @classmethod
+    def _safe_study_name(cls, name: str | None):
+        if name is not None:
+            try:
+                check_study_name(name, "search.study")
+            except SweepError as e:
+                raise ValueError(str(e).split(": ", 1)[1]) from None
+        return name
 
     @model_validator(mode="after")
     def _known_objective(self):

@@ -11,6 +11,7 @@ trials left RUNNING are closed as KILLED.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import warnings
@@ -34,15 +35,54 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
+@contextlib.contextmanager
+def first_use_lock(url: str):
+    """Serialise the first use of an SQLite store by processes started together on one machine.
+
+    Optuna and MLflow both create (or migrate) their tables on first use, and two processes doing so
+    at once collide (an alembic migration that "expected to match one row"). Other URLs: no lock.
+    """
+    if not url.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    path = Path(url.removeprefix("sqlite:///") + ".init.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def open_storage(url: str, search: SearchConfig):
+    """Optuna's RDB storage; several processes creating its tables at once on a new database retry."""
+    import random
+    import time
+
+    import sqlalchemy.exc
+
+    for attempt in range(5):
+        try:
+            with first_use_lock(url):
+                return _open_storage(url, search)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            if attempt == 4:
+                raise
+            time.sleep(random.uniform(0.2, 1.0))  # another process was creating the same tables
+
+
+def _open_storage(url: str, search: SearchConfig):
     """Optuna's RDB storage with heartbeats for database URLs; any other URL as Optuna reads it."""
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
         return url
     # SQLite serialises writers: wait for the lock instead of failing under several workers
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
-    retry = RetryHeartbeatStaleTrialCallback(max_retry=search.retries) if search.retries else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: stable in practice
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=search.retries) if search.retries else None
         return RDBStorage(url, engine_kwargs=engine, heartbeat_interval=search.heartbeat_interval,
                           grace_period=search.grace_period, heartbeat_stale_trial_callback=retry)  # fmt: skip
 
@@ -84,6 +124,7 @@ def fail_dead_trials(study: optuna.Study, retries: int) -> list[int]:
             continue
         try:
             storage.set_trial_user_attr(trial._trial_id, "error", "its worker process died (killed?) mid-trial")
+            storage.set_trial_user_attr(trial._trial_id, "fail_kind", "worker_died")
             changed = storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         except optuna.exceptions.UpdateFinishedTrialError:
             changed = False  # another worker got there first
@@ -96,14 +137,3 @@ def fail_dead_trials(study: optuna.Study, retries: int) -> list[int]:
         optuna.storages.fail_stale_trials(study)
         failed += sorted({t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))} - before)
     return failed
-
-
-def close_orphan_runs(study: optuna.Study, tracker, parent_id: str) -> int:
-    """MLflow child runs still RUNNING whose trial is not running any more: closed as KILLED."""
-    running = {str(t.number) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-    closed = 0
-    for run in tracker.running_children(parent_id):
-        if run.data.tags.get("sweep.trial") not in running:
-            tracker.end_trial(run.info.run_id, "killed", "its worker died before the trial finished")
-            closed += 1
-    return closed

@@ -10,9 +10,14 @@ parameter set already evaluated is answered from the earlier trial.
 from __future__ import annotations
 
 import copy
+import logging
+import os
+import random
 import signal
+import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,19 +26,36 @@ import numpy as np
 import optuna
 import yaml
 
-from .config import apply_overrides, build_config, read_yaml, set_dotted
-from .errors import ConfigError, SweepError
+from .cache import CacheWriteError
+from .config import apply_overrides, build_config, check_cache_dir, read_yaml, set_dotted
+from .errors import ConfigError, SweepError, mask_url
 from .holdout import Holdout, plan_holdout
 from .pipeline import Pipeline, load_dataset, merge_results
 from .plots import study_plots
+from .reconcile import Reconciled, reconcile
 from .report import write_report
-from .space import SearchConfig, check_space, grid, parse_search, suggest, when_holds
-from .storage import (HOST_ATTR, PID_ATTR, close_orphan_runs, embedded_stores, fail_dead_trials, open_storage,
-                      sqlite_url, worker_identity)
-from .render import describe_sweep
-from .tracking import Tracker, code_version, flatten, mlflow_name
+from .space import (SearchConfig, check_space, check_study_name, default_study_name, grid, parse_search, suggest,
+                    when_holds)
+from .storage import HOST_ATTR, PID_ATTR, embedded_stores, fail_dead_trials, open_storage, sqlite_url, worker_identity
+from .render import describe_sweep, dropped_lines
+from .tracking import Tracker, TrackingUnavailable, code_version, flatten, mlflow_name
+from .trials import KIND_ATTR, SESSION_ATTR, counts, fresh_params, is_surplus, space_size, twin_of, worker_seed
 from .verdict import Verdict, best_of, best_trial, build_verdict, describe_verdict, noise_check
-from .workers import AskLock, counts, is_surplus, signal_all, spawn_workers, worker_label
+from .workers import SESSION_ENV, AskLock, signal_all, spawn_workers, worker_label, worker_number
+
+REPEAT_LIMIT = 100  # proposals in a row that repeat evaluated configurations: the space is exhausted
+PROBE_EVERY = 10.0  # seconds between checks whether an unreachable tracking server is back
+
+
+class DuplicateTrial(Exception):
+    """The sampler proposed a configuration already evaluated (or running): recorded, never re-run."""
+
+
+class _NoTrialFailureWarnings(logging.Filter):
+    """Optuna logs every failed trial with its traceback; the sweep prints one line of its own instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return " failed with " not in record.getMessage()
 
 
 @dataclass
@@ -53,12 +75,12 @@ class SweepResult:
     experiment_id: str = "0"
 
 
-def _sampler(search: SearchConfig):
+def _sampler(search: SearchConfig, seed: int):
     if search.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=search.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     if search.sampler == "grid":
-        return optuna.samplers.GridSampler(grid(search), seed=search.seed)
-    return optuna.samplers.TPESampler(seed=search.seed)
+        return optuna.samplers.GridSampler(grid(search), seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
 
 
 class Sweep:
@@ -71,8 +93,7 @@ class Sweep:
         self.workers, self.worker_only = workers, worker_only
         data = apply_overrides(read_yaml(self.path), list(overrides), str(self.path))
         self.search = parse_search(data.pop("search", None), str(self.path))
-        data.pop("study", None)
-        self.data = data
+        self.data = data  # any other top-level key is an error in build_config (a stray `study:` too)
         self.base = build_config(data, str(self.path), self.path.parent)  # validates the baseline early
         try:
             self.holdout: Holdout | None = plan_holdout(self.search.holdout, self.base.dataset,
@@ -90,16 +111,34 @@ class Sweep:
         self._check_values()
         self.trials = self.search.trials if trials is None else trials
         self.timeout = timeout or self.search.timeout
-        self.study_name = study or self.search.study or self.path.stem
+        self.study_name = check_study_name(study) if study else self.search.study or default_study_name(self.path.stem)
+        check_cache_dir(self.base)
         optuna_db, mlflow_db = embedded_stores(self.study_name, Path(runs_dir))
         optuna_db.parent.mkdir(parents=True, exist_ok=True)  # also holds the report and the workers' lock
-        self.storage = storage or self.search.storage or sqlite_url(optuna_db)
+        self._default_storage = sqlite_url(optuna_db)
+        self.storage = storage or self.search.storage or self._default_storage
         self.tracking_uri = tracking_uri or self.search.tracking_uri or sqlite_url(mlflow_db)
+        self.tracking_option = "search.tracking_uri" if not tracking_uri and self.search.tracking_uri else "--tracking-uri"
+        self.session = os.environ.get(SESSION_ENV) or uuid.uuid4().hex[:12]
+        self._space: tuple[SearchConfig, int | None] | None = None
         self.quiet = quiet
         self.pipeline = Pipeline(self.base.cache_dir, lenient=lenient, progress=not quiet)
         self.lenient = lenient
         self.failures: list[str] = []
         self.runs_dir = Path(runs_dir)
+
+    @property
+    def space_total(self) -> int | None:
+        """Distinct configurations in the space (None: unbounded); an empty space holds the baseline only."""
+        if self._space is None or self._space[0] is not self.search:
+            self._space = (self.search, space_size(self.search, self.baseline_flat) if self.search.space else 1)
+        return self._space[1]
+
+    @property
+    def target(self) -> int:
+        """The study's size: the trials asked for, or every configuration of a smaller space."""
+        total = self.space_total
+        return self.trials if total is None else min(self.trials, total)
 
     def _load_baseline_dataset(self):
         try:
@@ -140,21 +179,18 @@ class Sweep:
         return out
 
     def objective(self, trial: optuna.Trial) -> float:
+        """Evaluate one trial. Its MLflow run is created and filled here but closed only after Optuna has
+        recorded the trial (:meth:`_after_trial`); tracking failures never fail the trial."""
         params = suggest(trial, self.search, self.baseline_flat)
-        worker = f"{self.identity[HOST_ATTR]}:{self.identity[PID_ATTR]}"
-        run_id = self.tracker.start_trial(self.parent_id, trial.number, params, self.search.objective,
-                                          {"sweep.worker": worker})  # fmt: skip
-        trial.set_user_attr("mlflow_run_id", run_id)
-        done = trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        twin = next((t for t in done if t.params == params and "means" in t.user_attrs), None)
+        twin = twin_of(trial.study, trial.number, params, self.session)
         if twin is not None:
-            means = twin.user_attrs["means"]
-            trial.set_user_attr("means", means)
             trial.set_user_attr("duplicate_of", twin.number)
-            trial.set_user_attr("questions_evaluated", 0)
-            self.tracker.client.set_tag(run_id, "sweep.duplicate_of", str(twin.number))
-            self.tracker.finish_trial(run_id, trial.number, None, twin.values[0], means)
-            return twin.values[0] if len(twin.values) == 1 else tuple(twin.values)
+            trial.set_user_attr(KIND_ATTR, "duplicate")
+            raise DuplicateTrial(f"repeats trial {twin.number}")
+        worker = f"{self.identity[HOST_ATTR]}:{self.identity[PID_ATTR]}"
+        run_id = self._track(self.tracker.start_trial, self.parent_id, trial.number, params, self.search.objective,
+                             {"sweep.worker": worker})  # fmt: skip
+        trial.set_user_attr("mlflow_run_id", run_id)
         config = self.config_for(params)
         metrics = [self.search.objective] + [m for m in self.search.extra_objectives if m != "latency_ms"]
         result = self.evaluate(trial, config, metrics, run_id)
@@ -162,12 +198,17 @@ class Sweep:
         value = means[self.search.objective]
         trial.set_user_attr("means", {k: float(v) for k, v in means.items()})
         trial.set_user_attr("seconds", sum(result.timings.values()))
-        self.tracker.finish_trial(run_id, trial.number, result, value, means)
+        for warning in result.warnings:
+            if warning not in self._warned:  # once per sweep: each chunking and model says it once
+                self._warned.add(warning)
+                self.say(f"warning: {warning}")
+        if run_id:
+            self._track(self.tracker.log_trial, run_id, trial.number, result, value, means)
         if self.search.extra_objectives:
             return (value, *(means[m] for m in self.search.extra_objectives))
         return value
 
-    def evaluate(self, trial: optuna.Trial, config, metrics: list[str], run_id: str):
+    def evaluate(self, trial: optuna.Trial, config, metrics: list[str], run_id: str | None):
         """The whole question set at once; with a pruner, growing batches that report as they go."""
         if self.search.pruner == "none":
             result = self.pipeline.run(config, metrics)
@@ -186,14 +227,44 @@ class Sweep:
             if seen < n and trial.should_prune():
                 means = partial.scores.mean() | {"latency_ms": partial.latency_ms}
                 trial.set_user_attr("seconds", sum(partial.timings.values()))
-                self.tracker.finish_trial(run_id, trial.number, partial, value, means, state="pruned")
+                if run_id:
+                    self._track(self.tracker.log_trial, run_id, trial.number, partial, value, means)
                 raise optuna.TrialPruned(f"{self.search.objective} {value:.4f} after {seen} of {n} questions")
         return partial
 
+    def _track(self, call, *args):
+        """A tracking call that cannot fail the sweep: when MLflow stays away, warn once and go on."""
+        if self.tracker.offline:
+            return None
+        try:
+            return call(*args)
+        except TrackingUnavailable as e:
+            if not self._offline_warned:
+                self._offline_warned = True
+                self.say(f"warning: {e} at {mask_url(self.tracking_uri)} after retrying for "
+                         f"{self.search.tracking_retry_seconds:g}s. The sweep goes on: results stay in Optuna, and "
+                         "the missing runs are logged when MLflow answers again (or when you rerun the same command)")  # fmt: skip
+            return None
+
+    def _reconnect(self, study: optuna.Study) -> None:
+        """While MLflow is away, look every few seconds; when it answers, log what it missed."""
+        if not self.tracker.offline or time.monotonic() - self._last_probe < PROBE_EVERY:
+            return
+        self._last_probe = time.monotonic()
+        if self.tracker.client.probe():
+            self._offline_warned = False
+            self.say("MLflow answers again: logging the trials it missed")
+            self.recover(study)
+
     def _progress(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if trial.user_attrs.get("surplus"):
+        kind = trial.user_attrs.get(KIND_ATTR)
+        if kind == "surplus":
             return
         self._done = counts(study).done
+        if kind == "duplicate":
+            self.say(f"[{self._done:>3}/{self.target}] trial {trial.number:>3} repeats trial "
+                     f"{trial.user_attrs.get('duplicate_of')}: answered from it, not counted")  # fmt: skip
+            return
         best = best_trial(study)
         best_text = f"best {best.values[0]:.4f} (#{best.number})" if best else "no complete trial yet"
         value = f"{trial.values[0]:.4f}" if trial.values else trial.state.name.lower()
@@ -204,42 +275,96 @@ class Sweep:
         took = trial.user_attrs.get("seconds")
         if trial.state == optuna.trial.TrialState.PRUNED:
             value = f"pruned after {trial.user_attrs.get('questions_evaluated')} questions"
-        self.say(f"[{self._done:>3}/{self.trials}] trial {trial.number:>3} {self.search.objective} {value}  {best_text}"
-                 f"  {short}" + (f"  ({took:.2f}s)" if took is not None else "  (same as an earlier trial)"
-                                 if "duplicate_of" in trial.user_attrs else ""))  # fmt: skip
+        self.say(f"[{self._done:>3}/{self.target}] trial {trial.number:>3} {self.search.objective} {value}  {best_text}"
+                 f"  {short}" + (f"  ({took:.2f}s)" if took is not None else ""))  # fmt: skip
         if trial.state == optuna.trial.TrialState.FAIL:
             self.say(f"      trial {trial.number} failed: {trial.user_attrs.get('error', 'see the log above')}")
 
-    def run(self) -> SweepResult | None:
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    def _open_study(self) -> tuple[optuna.Study, bool]:
+        """The study, created by exactly one process (the storage's unique name decides atomically).
+
+        The creator keeps the study's seed and enqueues the baseline; every other process (a spawned
+        worker, another machine) samples with a seed of its own, so workers do not propose alike.
+        """
         pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=3), "none": optuna.pruners.NopPruner(),
                   "successive_halving": optuna.pruners.SuccessiveHalvingPruner()}[self.search.pruner]  # fmt: skip
-        study = optuna.create_study(study_name=self.study_name, storage=open_storage(self.storage, self.search),
-                                    sampler=_sampler(self.search), pruner=pruner, directions=self.search.directions,
-                                    load_if_exists=True)  # fmt: skip
-        self.tracker = Tracker(self.tracking_uri, self.study_name)
+        storage = open_storage(self.storage, self.search)
+        n = worker_number()
+        if n is None:
+            try:
+                study = optuna.create_study(study_name=self.study_name, storage=storage, pruner=pruner,
+                                            sampler=_sampler(self.search, self.search.seed),
+                                            directions=self.search.directions)  # fmt: skip
+                study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
+                return study, True
+            except optuna.exceptions.DuplicatedStudyError:
+                pass
+        identity = f"worker-{n}" if n is not None else f"{socket.gethostname()}:{os.getpid()}"
+        study = optuna.load_study(study_name=self.study_name, storage=storage, pruner=pruner,
+                                  sampler=_sampler(self.search, worker_seed(self.search.seed, identity)))  # fmt: skip
+        if [d.name.lower() for d in study.directions] != self.search.directions:
+            raise SweepError(f"study {self.study_name!r} optimises {[d.name.lower() for d in study.directions]}, "
+                             f"this config {self.search.directions}: give this sweep a new --study name")  # fmt: skip
+        deadline = time.monotonic() + 10
+        while not study.get_trials(deepcopy=False) and time.monotonic() < deadline:
+            time.sleep(0.2)  # its creator enqueues the baseline right after creating it
+        if not study.get_trials(deepcopy=False):  # the creator died in between: enqueue it here, once
+            lock = AskLock(self.runs_dir / self.study_name / ".ask.lock")
+            lock.acquire()
+            try:
+                if not study.get_trials(deepcopy=False):
+                    study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
+            finally:
+                lock.release()
+        return study, False
+
+    def run(self) -> SweepResult | None:
+        import sqlalchemy.exc
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        logging.getLogger("optuna.study._optimize").addFilter(_NoTrialFailureWarnings())
+        try:
+            study, _ = self._open_study()
+        except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as e:
+            option = "--storage" if self.storage != self._default_storage else "the embedded store"
+            reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            raise SweepError(f"{option} {mask_url(self.storage)}: cannot open the study ({reason}); check the URL "
+                             "and that the database is running") from None  # fmt: skip
+        self.tracker = Tracker(self.tracking_uri, self.study_name, self.search.tracking_retry_seconds,
+                               self.tracking_option)  # fmt: skip
+        self._offline_warned, self._last_probe, self._repeats, self._fatal = False, 0.0, 0, None
+        self._warned: set[str] = set()
+        self._rng = random.Random(f"{self.search.seed}:{self.session}:{os.getpid()}")
         self.identity = worker_identity()  # this process, as recorded on each trial it runs
         tuning_set = self.pipeline.prepare(self.base).eval_set
         if not self.worker_only:
             for key, value in {"objective": self.search.objective, "extra_objectives": self.search.extra_objectives,
                                "config": str(self.path)}.items():  # fmt: skip
                 study.set_user_attr(key, value)
-        self.parent_id = self.tracker.parent(self.study_name, {"sweep.config": str(self.path), "sweep.code_version": code_version(),
-                                                             "sweep.objective": self.search.objective,
-                                                             "sweep.dataset_hash": tuning_set.content_hash})  # fmt: skip
+        try:
+            self.parent_id = self.tracker.parent(self.study_name, {"sweep.config": str(self.path), "sweep.code_version": code_version(),
+                                                                 "sweep.objective": self.search.objective,
+                                                                 "sweep.dataset_hash": tuning_set.content_hash})  # fmt: skip
+        except TrackingUnavailable as e:
+            raise SweepError(f"{self.tracking_option} {mask_url(self.tracking_uri)}: {e}") from None
         self.recover(study)
-        if not study.trials:
-            study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
         c = counts(study)
-        self.say(f"study {self.study_name!r}: {c.done} of {self.trials} trials done"
+        self.say(f"study {self.study_name!r}: {c.done} of {self.target} trials done"
                  f" (objective {self.search.objective}, {self.search.direction}"
-                 f"{', ' + str(self.workers) + ' workers' if self.workers > 1 else ''})\n  storage {self.storage}")  # fmt: skip
+                 f"{', ' + str(self.workers) + ' workers' if self.workers > 1 else ''})\n  storage {mask_url(self.storage)}")  # fmt: skip
         if not self.worker_only:
-            self.say(f"  tuning on {len(tuning_set.questions)} questions; "
+            unjudged = len(tuning_set.answerable(self.base.dataset.relevance_threshold)[1])
+            self.say(f"  tuning on {len(tuning_set.questions)} questions"
+                     + (f" ({unjudged} without relevant evidence, excluded from the means)" if unjudged else "") + "; "
                      + (self.holdout.description if self.holdout else "no held-out questions (search.holdout.fraction: 0)"))  # fmt: skip
+            for line in dropped_lines(tuning_set.dropped):
+                self.say("  " + line)
+            if self.space_total is not None and self.space_total < self.trials:
+                self.say(f"  the search space holds {self.space_total} configuration(s): the study ends after "
+                         f"{self.space_total}, not {self.trials}")  # fmt: skip
         self._done = c.done
         self._stop_requested = False
-        self._procs = spawn_workers(self.workers - 1, self.worker_argv()) if self.workers > 1 else []
+        self._procs = spawn_workers(self.workers - 1, self.worker_argv(), self.session) if self.workers > 1 else []
         interrupted = False
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         in_main = threading.current_thread() is threading.main_thread()
@@ -258,17 +383,26 @@ class Sweep:
             if in_main:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+        if self._fatal is not None:
+            raise self._fatal
         if self.worker_only:
             return None
         return self.finish(study, interrupted or self._stop_requested)
 
     def recover(self, study: optuna.Study) -> None:
-        """Trials of dead workers fail (and are re-queued); their MLflow runs close as KILLED."""
+        """Trials of dead workers fail (and are re-queued); MLflow is made to agree with Optuna."""
         failed = fail_dead_trials(study, self.search.retries)
-        closed = close_orphan_runs(study, self.tracker, self.parent_id)
-        if failed or closed:
-            self.say(f"recovered: trial(s) {', '.join(map(str, failed)) or 'none'} of dead workers marked failed"
-                     f"{' and re-queued' if failed and self.search.retries else ''}; {closed} MLflow run(s) closed as KILLED")  # fmt: skip
+        fixed = Reconciled()
+        if not self.tracker.offline:
+            try:
+                fixed = reconcile(study, self.tracker, self.parent_id, self.search.objective,
+                                  lambda params: self.config_for(params).model_dump(mode="json", exclude={"source"}))  # fmt: skip
+            except TrackingUnavailable as e:
+                self._track(_raise, e)  # warns once, as any tracking call does
+        if failed or fixed:
+            parts = [f"trial(s) {', '.join(map(str, failed))} of dead workers marked failed"
+                     + (" and re-queued" if self.search.retries else "")] if failed else []  # fmt: skip
+            self.say("recovered: " + "; ".join(parts + ([fixed.describe()] if fixed else [])))
 
     def worker_argv(self) -> list[str]:
         argv = [str(self.path), *self.overrides, "--storage", self.storage, "--study", self.study_name,
@@ -282,27 +416,46 @@ class Sweep:
         started = time.monotonic()
         lock = AskLock(self.runs_dir / self.study_name / ".ask.lock")
         self._lock = lock
-        while not self._stop_requested:
+        while not self._stop_requested and self._fatal is None:
             if self.timeout and time.monotonic() - started > self.timeout:
                 break
+            self._reconnect(study)
             lock.acquire()  # held from "is another trial needed?" until the trial exists (_guarded releases it)
             try:
-                c = counts(study)
-                if c.done >= self.trials:
+                c = counts(study, self.session)
+                if c.done >= self.target:
+                    if self.target < self.trials and not self.worker_only:
+                        self.say(f"stopping: all {self.target} configurations of the search space are evaluated "
+                                 f"({self.trials} trials were asked for); widen the space to search further")  # fmt: skip
+                    break
+                if self._repeats >= REPEAT_LIMIT:
+                    self.say(f"stopping: the sampler proposed {REPEAT_LIMIT} already evaluated configurations in a "
+                             f"row; the space looks exhausted at {c.done} distinct configurations")  # fmt: skip
                     break
                 if c.failed >= max(5, 2 * self.trials):
-                    self.say(f"stopping: {c.failed} failed trials (see the reasons above)")
+                    self.say(f"stopping: {c.failed} trials failed in this run (see the reasons above); fix the "
+                             "cause and run the same command again: the study continues where it stopped")  # fmt: skip
                     break
-                others_finishing = c.done + c.running >= self.trials
+                others_finishing = c.done + c.running >= self.target
+                if not others_finishing and self._repeats and not self._waiting(study):
+                    fresh = fresh_params(study, self.search, self.baseline_flat, self._rng)
+                    if fresh is None:
+                        self.say(f"stopping: every configuration of the search space is evaluated ({c.done})")
+                        break
+                    study.enqueue_trial(fresh, user_attrs={"sweep.fresh": True})  # the next trial is a new one
                 if not others_finishing:
-                    study.optimize(self._guarded, n_trials=1, callbacks=[self._progress], catch=(Exception,))
+                    study.optimize(self._guarded, n_trials=1, callbacks=[self._after_trial], catch=(Exception,))
             finally:
                 lock.release()
             if others_finishing:  # the last trials are someone else's: wait, they may die and be re-queued
                 for proc in self._procs:
                     proc.poll()  # reap a dead worker so its pid reads as gone
                 time.sleep(min(2.0, self.search.heartbeat_interval))
-                self.recover(study)
+                fail_dead_trials(study, self.search.retries)
+
+    @staticmethod
+    def _waiting(study: optuna.Study) -> bool:
+        return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
     def _request_stop(self, signum, frame) -> None:
         """First Ctrl-C (or SIGTERM): finish and log the current trial, then stop. Second: stop now."""
@@ -317,29 +470,43 @@ class Sweep:
     def _guarded(self, trial: optuna.Trial) -> float:
         """One trial, isolated: whatever it raises fails this trial only, with the reason in Optuna and MLflow."""
         self._lock.release()
-        if is_surplus(trial.study, trial.number, self.trials):
+        if is_surplus(trial.study, trial.number, self.target):
             trial.set_user_attr("surplus", True)
+            trial.set_user_attr(KIND_ATTR, "surplus")
             raise SweepError("surplus: the study reached its count while this trial started")
-        for key, value in self.identity.items():
+        stale = {k: None for k in ("error", KIND_ATTR, "mlflow_run_id", "means") if k in trial.user_attrs}
+        for key, value in {**self.identity, SESSION_ATTR: self.session, **stale}.items():  # a retry copies attrs
             trial.set_user_attr(key, value)
         try:
             return self.objective(trial)
-        except optuna.TrialPruned:
+        except (optuna.TrialPruned, DuplicateTrial):
             raise
         except Exception as e:
             reason = str(e) if isinstance(e, SweepError) else f"{type(e).__name__}: {e}"
             trial.set_user_attr("error", reason[:500])
-            run_id = trial.user_attrs.get("mlflow_run_id")
-            if run_id:
-                self.tracker.end_trial(run_id, "failed", reason)
+            trial.set_user_attr(KIND_ATTR, "error")
+            if isinstance(e, CacheWriteError):  # every later trial would fail alike: stop with one line
+                self._fatal = e
             raise
 
+    def _after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """Optuna has recorded the trial: now its run may close (this order keeps MLflow behind Optuna)."""
+        run_id = trial.user_attrs.get("mlflow_run_id")
+        if run_id:
+            state = {optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.PRUNED: "pruned"}
+            self._track(self.tracker.end_trial, run_id, state.get(trial.state, "failed"), trial.user_attrs.get("error"))
+        self._repeats = self._repeats + 1 if trial.user_attrs.get(KIND_ATTR) == "duplicate" else 0
+        self._progress(study, trial)
+
     def finish(self, study: optuna.Study, interrupted: bool) -> SweepResult:
+        if self.tracker.offline:
+            self._last_probe = 0.0  # one more look before the summary
+            self._reconnect(study)
         self.recover(study)
         complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
         self.failures = [f"trial {t.number}: {t.user_attrs.get('error', 'no reason recorded')}"
                          for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
-                         if not t.user_attrs.get("surplus")]  # fmt: skip
+                         if t.user_attrs.get(KIND_ATTR) not in ("surplus", "duplicate")]  # fmt: skip
         if not complete:
             raise SweepError(f"study {self.study_name!r} has no complete trial"
                              + ("; failures:\n  " + "\n  ".join(self.failures[-10:]) if self.failures else ""))
@@ -363,15 +530,19 @@ class Sweep:
         files["report.html"] = report.read_bytes()
         if verdict is not None:
             files["diagnosis.txt"] = describe_verdict(verdict) + "\n"
-        self.tracker.finish_parent(self.parent_id, summary, files)
+        self._track(self.tracker.finish_parent, self.parent_id, summary, files)
         pareto = [t.number for t in study.best_trials] if self.search.extra_objectives else [best.number]
         result = SweepResult(self.study_name, self.storage, self.tracking_uri, best.values[0], best.params,
                              baseline.values[0] if baseline else None, best_yaml, len(complete), self.failures,
                              pareto, verdict, report, self.tracker.experiment_id)  # fmt: skip
         self.say(describe_sweep(result, self.search.objective))
+        if self.tracker.offline:
+            self.say(f"\nwarning: MLflow at {mask_url(self.tracking_uri)} did not answer: some trials and the summary "
+                     "are not logged there yet. Nothing is lost: run the same command again once it answers, and "
+                     "it logs them without recomputing anything")  # fmt: skip
         if interrupted:
             self.say("\ninterrupted: the finished trials are saved. Resume with the same command, e.g.\n"
-                     f"  python -m sweep {self.path} --study {self.study_name} --storage {self.storage}")  # fmt: skip
+                     f"  python -m sweep {self.path} --study {self.study_name} --storage {mask_url(self.storage)}")  # fmt: skip
         return result
 
     def final_verdict(self, study: optuna.Study, best: optuna.trial.FrozenTrial) -> Verdict:
@@ -393,6 +564,10 @@ class Sweep:
         others = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                   if t.params != best.params]  # fmt: skip
         return best_of(others, self.search.direction == "maximize")
+
+def _raise(error: Exception):
+    raise error
+
 
 def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepResult:
     return Sweep(path, overrides, **options).run()

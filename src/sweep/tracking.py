@@ -19,6 +19,8 @@ import yaml
 from mlflow.entities import Metric, Param
 
 from .diagnostics import describe, diagnose
+from .errors import SweepError, mask_url
+from .storage import first_use_lock
 from .pipeline import EvalResult
 from .plots import recall_plot_png
 
@@ -57,21 +59,97 @@ def code_version() -> str:
         return "unknown"
 
 
+class TrackingUnavailable(SweepError):
+    """MLflow did not answer within the retry window; the sweep goes on and logs the run later."""
+
+
+class RetryingClient:
+    """An ``MlflowClient`` whose every call is retried with bounded exponential backoff.
+
+    Once a call has failed for ``retry_seconds`` the client is *offline*: later calls fail at once
+    (a sweep must not wait a minute per call while the server is down) until :meth:`probe` finds
+    the server answering again.
+    """
+
+    def __init__(self, client, retry_seconds: float):
+        self._client, self.retry_seconds, self.offline = client, retry_seconds, False
+
+    def probe(self) -> bool:
+        """One quick call; True (and online again) when the store answers."""
+        try:
+            self._client.search_experiments(max_results=1)
+        except Exception:  # noqa: BLE001 - any failure means "not yet"
+            return False
+        self.offline = False
+        return True
+
+    def __getattr__(self, name: str):
+        method = getattr(self._client, name)
+
+        def call(*args, **kwargs):
+            deadline, delay = time.monotonic() + self.retry_seconds, 0.25
+            while True:
+                try:
+                    return method(*args, **kwargs)
+                except (TypeError, AttributeError, NameError):
+                    raise  # our bug, not the server's
+                except Exception as e:  # noqa: BLE001 - connection, HTTP 5xx, a locked SQLite file...
+                    if self.offline or time.monotonic() + delay > deadline:
+                        self.offline = True
+                        reason = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+                        raise TrackingUnavailable(f"MLflow does not answer ({name}: {reason})") from e
+                    time.sleep(delay)
+                    delay = min(2 * delay, 8.0)
+
+        return call
+
+
 class Tracker:
-    def __init__(self, tracking_uri: str, experiment: str):
+    """One study's MLflow runs: a parent, and a child per trial.
+
+    Args:
+        tracking_uri: an MLflow tracking URI (``sqlite:///...``, ``http://host:5000``, a database URL).
+        experiment: the experiment name (the study's name).
+        retry_seconds: how long each call is retried before the tracker goes offline.
+        option: what set the URI, for the start-up error (``--tracking-uri``, ``search.tracking_uri``).
+
+    Raises:
+        SweepError: nothing answers at ``tracking_uri`` at start (one line naming ``option``).
+
+    Example:
+        >>> tracker = Tracker("sqlite:///runs/mlflow.db", "hybrid")  # doctest: +SKIP
+    """
+
+    def __init__(self, tracking_uri: str, experiment: str, retry_seconds: float = 60.0,
+                 option: str = "--tracking-uri"):  # fmt: skip
         import logging
 
         import mlflow
 
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # "creating tables" on every start
+        if tracking_uri.startswith(("http://", "https://")):
+            # our own bounded retries replace MLflow's (7 retries with backoff: minutes per call when down)
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
         mlflow.set_tracking_uri(tracking_uri)
-        self.client = mlflow.MlflowClient(tracking_uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
-            experiment, artifact_location=default_artifact_location(tracking_uri)
-        )
+        try:
+            with first_use_lock(tracking_uri):  # MLflow creates (migrates) a new store's tables on first use
+                self.client = RetryingClient(mlflow.MlflowClient(tracking_uri), min(retry_seconds, 5.0))
+                exp = self.client.get_experiment_by_name(experiment)
+                self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
+                    experiment, artifact_location=default_artifact_location(tracking_uri)
+                )
+        except TrackingUnavailable as e:
+            raise SweepError(f"{option} {mask_url(tracking_uri)}: {str(e).removeprefix('MLflow ')}; start the "
+                             f"tracking server, fix the URI, or leave {option} out to use the embedded store "
+                             "runs/mlflow.db") from None  # fmt: skip
+        self.client.retry_seconds = retry_seconds
         self.tracking_uri = tracking_uri
         self._logged: dict[str, set[str]] = {}  # run id -> parameters logged when its trial started
+
+    @property
+    def offline(self) -> bool:
+        return self.client.offline
 
     def find_parent(self, study: str) -> str | None:
         """The study's parent run; with several (two workers racing at the start), the oldest."""
@@ -102,9 +180,11 @@ class Tracker:
         self._logged[run.info.run_id] = set(params)
         return run.info.run_id
 
-    def finish_trial(self, rid: str, number: int, result: EvalResult | None, value: float, means: dict[str, float],
-                     state: str = "complete") -> None:  # fmt: skip
-        """Metrics, the full configuration and artifacts; ``state`` complete (FINISHED) or pruned (KILLED)."""
+    def log_trial(self, rid: str, number: int, result: EvalResult | None, value: float,
+                  means: dict[str, float]) -> None:  # fmt: skip
+        """Metrics, the full configuration and artifacts. The run stays RUNNING: :meth:`end_trial` closes
+        it once Optuna has recorded the trial, so a kill in between never leaves a finished run for a
+        trial that is then retried."""
         now = int(time.time() * 1000)
         metrics = [Metric(mlflow_name(k), float(v), now, 0) for k, v in means.items()]
         metrics.append(Metric("objective", float(value), now, 0))
@@ -116,6 +196,8 @@ class Tracker:
             metrics += [Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in result.doc_scores.mean().items()]
             metrics += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in result.timings.items()]
             metrics += [Metric(f"cache_{k}", float(v), now, 0) for k, v in result.counters.items()]
+            if result.dense_truncated_share is not None:
+                metrics.append(Metric("dense_truncated_share", result.dense_truncated_share, now, 0))
             # one metric, one step per k: MLflow's chart of it is the recall@k curve
             metrics += [Metric("recall_curve", float(v), now, k) for k, v in enumerate(result.recall_curve, 1)]
         self.log_batches(rid, metrics, logged_params)
@@ -128,7 +210,6 @@ class Tracker:
                 (tmp / "diagnosis.txt").write_text(describe(diagnose(result.recall_curve, result.scores.mean(),
                                                                      result.config.retrieval.top_k)) + "\n")
                 self.client.log_artifacts(rid, str(tmp))
-        self.end_trial(rid, state)
 
     def log_batches(self, rid: str, metrics: list[Metric], params: list[Param] = ()) -> None:
         """MLflow takes at most 1,000 metrics and 100 parameters per call."""
@@ -145,9 +226,29 @@ class Tracker:
             self.client.set_tag(rid, "sweep.error", reason[:5000])
         self.client.set_terminated(rid, {"complete": "FINISHED", "failed": "FAILED"}.get(state, "KILLED"))
 
-    def running_children(self, parent_id: str) -> list:
-        return self.client.search_runs([self.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}' "
-                                       "and attributes.status = 'RUNNING'", max_results=5000)  # fmt: skip
+    def children(self, parent_id: str) -> list:
+        """Every (not deleted) child run of the parent, whatever its status."""
+        found, token = [], None
+        while True:
+            page = self.client.search_runs([self.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'",
+                                           max_results=1000, page_token=token)  # fmt: skip
+            found += list(page)
+            token = page.token
+            if not token:
+                return found
+
+    def log_late(self, parent_id: str, number: int, params: dict, config: dict, value: float,
+                 means: dict[str, float], objective: str, run_id: str | None = None) -> str:  # fmt: skip
+        """The run of a trial Optuna completed while MLflow was away (or its worker was killed before
+        logging): parameters, configuration and means from the study; tagged ``sweep.logged_late``."""
+        rid = run_id or self.start_trial(parent_id, number, params, objective)
+        self.client.set_tag(rid, "sweep.logged_late", "true")
+        now = int(time.time() * 1000)
+        metrics = [Metric(mlflow_name(k), float(v), now, 0) for k, v in means.items()]
+        metrics.append(Metric("objective", float(value), now, 0))
+        logged = self._logged.pop(rid, set(params))
+        self.log_batches(rid, metrics, [Param(k, str(v)[:6000]) for k, v in flatten(config).items() if k not in logged])
+        return rid
 
     def finish_parent(self, parent_id: str, summary: dict[str, float], files: dict[str, bytes | str]) -> None:
         now = int(time.time() * 1000)

@@ -14,33 +14,10 @@ import contextlib
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-import optuna
-from optuna.trial import TrialState
-
-WORKER_ENV = "RAG_SWEEP_WORKER"
-
-
-@dataclass(frozen=True)
-class Counts:
-    done: int  # complete + pruned: what the study's size counts
-    running: int
-    failed: int
-
-
-def counts(study: optuna.Study) -> Counts:
-    states = [t.state for t in study.get_trials(deepcopy=False)]
-    return Counts(sum(s in (TrialState.COMPLETE, TrialState.PRUNED) for s in states),
-                  states.count(TrialState.RUNNING), states.count(TrialState.FAIL))  # fmt: skip
-
-
-def is_surplus(study: optuna.Study, trial_number: int, target: int) -> bool:
-    """Two machines may start the last trial at once; the one with the higher number stands down."""
-    live = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-    ahead = [t for t in study.get_trials(deepcopy=False, states=live) if t.number < trial_number]
-    return len(ahead) >= target
+WORKER_ENV = "RAG_SWEEP_WORKER"  # the worker's number, 2.. for spawned copies
+SESSION_ENV = "RAG_SWEEP_SESSION"  # one id for the processes of one command, for the failed-trial count
 
 
 class AskLock:
@@ -71,11 +48,17 @@ def worker_label() -> str:
     return f"[w{n}] " if n else ""
 
 
-def spawn_workers(n: int, argv: list[str]) -> list[subprocess.Popen]:
+def worker_number() -> int | None:
+    """2, 3, ... in a worker spawned by ``--workers``; None in a process the user started."""
+    n = os.environ.get(WORKER_ENV)
+    return int(n) if n and n.isdigit() else None
+
+
+def spawn_workers(n: int, argv: list[str], session: str) -> list[subprocess.Popen]:
     """Start ``n`` worker copies of this sweep; they share the study, the caches and the terminal."""
     procs = []
     for i in range(n):
-        env = {**os.environ, WORKER_ENV: str(i + 2)}
+        env = {**os.environ, WORKER_ENV: str(i + 2), SESSION_ENV: session}
         procs.append(subprocess.Popen([sys.executable, "-m", "sweep", "sweep", *argv, "--worker-only"], env=env))
     return procs
 
@@ -86,4 +69,4 @@ def signal_all(procs: list[subprocess.Popen], signum: int) -> None:
             p.send_signal(signum)
 
 
-__all__ = ["AskLock", "Counts", "counts", "is_surplus", "signal_all", "spawn_workers", "worker_label"]
+__all__ = ["AskLock", "SESSION_ENV", "signal_all", "spawn_workers", "worker_label", "worker_number"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import Problem
+from ..textfile import numbered_lines
 from .jsonl import Fields, read_jsonl, require_file
 from .model import Document, EvalSet, Evidence, Question
 from .validate import RawQuestion, Where, assemble
@@ -40,42 +41,42 @@ def load_beir(folder: str | Path, split: str = "test", *, lenient: bool = False)
     qrels_path = folder / "qrels" / f"{split}.tsv"
     evidence = _read_qrels(qrels_path, problems)
     questions = []
-    for qid, (items, first_line) in evidence.items():
+    for qid, items in evidence.items():
         if qid not in queries:
-            problems.append(
-                Problem(str(qrels_path), f"qrels name query {qid!r}, which queries.jsonl does not have", first_line)
-            )
+            problems.append(Problem(str(qrels_path), f"qrels name query {qid!r}, which queries.jsonl does not have",
+                                    items[0][1].line))
             continue
         text, where = queries[qid]
-        questions.append(RawQuestion(Question(qid, text, tuple(items), split=split), where))
+        question = Question(qid, text, tuple(e for e, _ in items), split=split)
+        questions.append(RawQuestion(question, where, evidence_where={i: w for i, (_, w) in enumerate(items)}))
     return assemble(f"{folder.name}/{split}", documents, questions, problems, lenient=lenient)
 
 
-def _read_qrels(path: Path, problems: list[Problem]) -> dict[str, tuple[list[Evidence], int]]:
+def _read_qrels(path: Path, problems: list[Problem]) -> dict[str, list[tuple[Evidence, Where]]]:
+    """Judgments by query, each with the qrels line it came from (errors about it point there)."""
     require_file(path)
-    out: dict[str, tuple[list[Evidence], int]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            parts = line.rstrip("\n").split("\t")
-            if n == 1 and parts[:2] == ["query-id", "corpus-id"]:
-                continue
-            if not line.strip():
-                continue
-            if len(parts) != 3:
-                problems.append(Problem(str(path), f"expected 3 tab-separated columns, got {len(parts)}", n))
-                continue
-            qid, doc_id, grade_text = parts
-            try:
-                grade = int(grade_text)
-            except ValueError:
-                problems.append(Problem(str(path), f"grade {grade_text!r} is not an integer", n, "score"))
-                continue
-            if grade < 0:
-                problems.append(Problem(str(path), f"grade must be >= 0, got {grade}", n, "score"))
-                continue
-            items, first = out.setdefault(qid, ([], n))
-            if any(e.doc_id == doc_id for e in items):
-                problems.append(Problem(str(path), f"duplicate qrel for query {qid!r}, document {doc_id!r}", n))
-                continue
-            items.append(Evidence(doc_id, grade))
+    out: dict[str, list[tuple[Evidence, Where]]] = {}
+    for n, line in numbered_lines(path):
+        parts = line.split("\t")
+        if n == 1 and parts[:2] == ["query-id", "corpus-id"]:
+            continue
+        if len(parts) != 3:
+            problems.append(Problem(str(path), f"expected 3 tab-separated columns, got {len(parts)}", n))
+            continue
+        qid, doc_id, grade_text = parts
+        try:
+            grade = int(grade_text)
+        except ValueError:
+            problems.append(Problem(str(path), f"grade {grade_text!r} is not an integer", n, "score"))
+            continue
+        if grade < 0:
+            problems.append(Problem(str(path), f"grade must be >= 0, got {grade}", n, "score"))
+            continue
+        items = out.setdefault(qid, [])
+        if any(e.doc_id == doc_id for e, _ in items):
+            problems.append(Problem(str(path), f"duplicate qrel for query {qid!r}, document {doc_id!r}", n))
+            continue
+        items.append((Evidence(doc_id, grade), Where(str(path), n)))
+    if not out and not problems:
+        problems.append(Problem(str(path), "no judgments: the qrels file is empty (one 'query-id<TAB>corpus-id<TAB>score' a line)"))
     return out

@@ -24,28 +24,30 @@ from typing import Any, Iterator
 
 from ..errors import DataError, Problem
 from .model import Document, EvalSet, Evidence, Question
+from ..textfile import numbered_lines
 from .validate import RawQuestion, Where, assemble
 
 
 def read_jsonl(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) for each non-blank line; bad lines become problems."""
     require_file(path)
-    with open(path, encoding="utf-8", errors="strict") as fh:
+    for n, line in numbered_lines(path):
         try:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    problems.append(Problem(str(path), f"invalid JSON ({e.msg} at column {e.colno})", n))
-                    continue
-                if not isinstance(obj, dict):
-                    problems.append(Problem(str(path), f"expected a JSON object, got {type(obj).__name__}", n))
-                    continue
-                yield n, obj
-        except UnicodeDecodeError as e:
-            problems.append(Problem(str(path), f"file is not valid UTF-8 ({e.reason} at byte {e.start})"))
+            obj = json.loads(line, parse_constant=_no_constant)
+        except json.JSONDecodeError as e:
+            problems.append(Problem(str(path), f"invalid JSON ({e.msg} at column {e.colno})", n))
+            continue
+        except ValueError as e:
+            problems.append(Problem(str(path), str(e), n))
+            continue
+        if not isinstance(obj, dict):
+            problems.append(Problem(str(path), f"expected a JSON object, got {type(obj).__name__}", n))
+            continue
+        yield n, obj
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number; write a finite number")
 
 
 def require_file(path: Path) -> None:
@@ -131,7 +133,7 @@ def parse_questions(path: Path, problems: list[Problem]) -> Iterator[RawQuestion
         f = Fields(obj, where, problems)
         qid = f.get("id", str)
         text = f.get("text", str)
-        evidence, quotes = parse_evidence(f.get("evidence", list, default=[]), f)
+        evidence, quotes = parse_evidence(f.get("evidence", list, required=False, default=[]), f)  # may be unjudged yet
         filters = f.get("filters", dict, required=False, default={})
         split = f.get("split", str, required=False)
         metadata = f.get("metadata", dict, required=False, default={})

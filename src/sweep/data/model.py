@@ -61,13 +61,14 @@ class EvalSet:
     documents: list[Document]
     questions: list[Question]
     dropped: list[str] = field(default_factory=list)
+    merged_evidence: int = 0  # overlapping spans merged into one item at load time
 
     @cached_property
     def doc_index(self) -> dict[str, int]:
         return {d.id: i for i, d in enumerate(self.documents)}
 
     def with_questions(self, questions: list[Question]) -> "EvalSet":
-        return EvalSet(self.name, self.documents, questions, list(self.dropped))
+        return EvalSet(self.name, self.documents, questions, list(self.dropped), self.merged_evidence)
 
     def answerable(self, threshold: int = 1) -> tuple[list[Question], list[Question]]:
         """Split questions into those with relevant evidence and those without.

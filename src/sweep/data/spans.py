@@ -10,10 +10,12 @@ quote its document exactly.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
 from ..errors import DataError, Problem
+from ..textfile import read_text
 from .jsonl import require_file
 from .model import Document, EvalSet, Evidence, Question
 from .validate import RawQuestion, Where, assemble
@@ -30,7 +32,7 @@ def load_span_csv(
     problems: list[Problem] = []
     questions: list[RawQuestion] = []
     corpus_ids: dict[str, Where] = {}
-    with open(csv_path, encoding="utf-8", newline="") as fh:
+    with io.StringIO(read_text(csv_path), newline="") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -50,10 +52,9 @@ def load_span_csv(
                 if not (isinstance(ref, dict) and {"content", "start_index", "end_index"} <= ref.keys()):
                     ok = False
                     break
-                try:
-                    start, end = int(ref["start_index"]), int(ref["end_index"])
-                except (TypeError, ValueError):
-                    ok = False
+                start, end = ref["start_index"], ref["end_index"]
+                if not all(isinstance(x, int) and not isinstance(x, bool) for x in (start, end)):
+                    ok = False  # 10.7 or "10" would be truncated or guessed: a silently moved span
                     break
                 quotes[i] = str(ref["content"])
                 evidence.append(Evidence(corpus_id, grade, start, end))
@@ -77,5 +78,8 @@ def load_span_csv(
                 Problem(where.file, f"corpus {corpus_id!r} not found as {corpora}/{corpus_id}.md", where.line, "corpus_id")
             )
             continue
-        documents.append((Document(corpus_id, path.read_text(encoding="utf-8")), Where(str(path))))
+        try:
+            documents.append((Document(corpus_id, read_text(path)), Where(str(path))))
+        except DataError as e:
+            problems.extend(e.problems)
     return assemble(csv_path.parent.name, documents, questions, problems, lenient=lenient)

@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DataError, Problem
+from ..textfile import numbered_lines
 from ..labels import Labels, document_labels
 from .evaluate import Scores, evaluate
 
@@ -52,6 +54,8 @@ def read_qrels(path: str | Path) -> TrecQrels:
         seen.add((parts[0], parts[2]))
         qids.append(parts[0])
         docids.append(parts[2])
+    if not qids and not problems:
+        problems.append(Problem(str(path), "no judgments: the qrels file is empty (one 'qid iter docid grade' a line)"))
     if problems:
         raise DataError(problems)
     return TrecQrels(qids, docids, np.asarray(grades, dtype=np.int64))
@@ -68,6 +72,10 @@ def read_run(path: str | Path) -> TrecRun:
         except ValueError:
             problems.append(Problem(str(path), f"score {parts[4]!r} is not a number", n, "score"))
             continue
+        if not math.isfinite(scores[-1]):
+            scores.pop()  # NaN sorts anywhere: the ranking, and every measure, would be arbitrary
+            problems.append(Problem(str(path), f"score {parts[4]!r} is not a finite number", n, "score"))
+            continue
         qids.append(parts[0])
         docids.append(parts[2])
     if problems:
@@ -76,13 +84,8 @@ def read_run(path: str | Path) -> TrecRun:
 
 
 def _rows(path: str | Path):
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(Problem(str(path), "file not found"))
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if line.strip():
-                yield n, line.split()
+    for n, line in numbered_lines(path):
+        yield n, line.split()
 
 
 def trec_inputs(qrels: TrecQrels, run: TrecRun, threshold: int = 1) -> tuple[np.ndarray, Labels]:

@@ -75,6 +75,35 @@ class Encoder:
         return new
 
 
+def truncated_share(texts: list[str], config: DenseConfig) -> float:
+    """The share of ``texts`` (with the document prefix) longer than the model's ``max_seq_length`` in tokens.
+
+    The encoder silently cuts them: a chunk-size sweep with dense retrieval then compares chunks the
+    model never read to the end.
+
+    Args:
+        texts: the indexed texts.
+        config: the dense settings (model, prefix, max_seq_length).
+
+    Returns:
+        A share in [0, 1].
+
+    Example:
+        >>> truncated_share(["a short text"], DenseConfig(model="minilm-l6"))  # doctest: +SKIP
+        0.0
+    """
+    if not texts:
+        return 0.0
+    model = load_sentence_transformer(config.model, config.max_seq_length)
+    limit = model.max_seq_length
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None or not limit:
+        return 0.0
+    lengths = [len(ids) for ids in tokenizer([config.document_prefix + t for t in texts], add_special_tokens=True,
+                                             truncation=False, verbose=False)["input_ids"]]  # fmt: skip
+    return float(np.mean(np.asarray(lengths) > limit))
+
+
 def build_index(vectors: np.ndarray, config: DenseConfig):
     import faiss
 

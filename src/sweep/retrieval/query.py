@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Callable
@@ -28,6 +29,7 @@ import numpy as np
 from ..cache import content_key
 from .results import StageResult
 
+log = logging.getLogger(__name__)
 ALLOWED_TERM = re.compile(r"^[a-z0-9]{2,}$")  # Anserini keeps terms of 2+ letters/digits, not only digits
 
 
@@ -57,8 +59,9 @@ def plugin_queries(path: str, texts: list[str], cache_dir: str) -> list[list[str
     out = []
     for text in texts:
         entry = store / f"{content_key(text)}.json"
-        if entry.is_file():
-            out.append(json.loads(entry.read_text()))
+        cached = _read_entry(entry)
+        if cached is not None:
+            out.append(cached)
             continue
         fn = fn or load_plugin(path)
         produced = fn(text)
@@ -72,6 +75,21 @@ def plugin_queries(path: str, texts: list[str], cache_dir: str) -> list[list[str
         tmp.replace(entry)
         out.append(queries)
     return out
+
+
+def _read_entry(entry: Path) -> list[str] | None:
+    """A cached plug-in answer; a corrupt one (truncated, edited, not UTF-8) is removed and recomputed."""
+    try:
+        queries = json.loads(entry.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        queries = e
+    if isinstance(queries, list) and queries and all(isinstance(q, str) and q.strip() for q in queries):
+        return queries
+    log.warning("query cache entry %s is corrupt; removing it, it will be recomputed", entry)
+    entry.unlink(missing_ok=True)
+    return None
 
 
 def expand(per_question: list[list[str]]) -> tuple[list[str], np.ndarray]:
