@@ -164,3 +164,49 @@ def test_span_csv_of_arbitrary_content(references, corpus_id, corpus_text, lenie
         w.writerow(["what?", references, corpus_id or "c"])
         (root / "q.csv").write_text(buf.getvalue())
         ours_or_valid(lambda: load_span_csv(root / "q.csv", lenient=lenient), expect=EvalSet)
+
+
+BOM = b"\xef\xbb\xbf"
+VALID_YAML = yaml.safe_dump({**VALID, "dataset": {"loader": "native", "path": "data"}}, sort_keys=False).encode()
+
+
+@FUZZ
+@given(st.booleans(), st.integers(0, len(VALID_YAML)), st.binary(min_size=1, max_size=3), st.sampled_from(
+    ["", "retrieval: {mode: bm25}\n", "dataset: {path: other}\n", "chunking:\n  size: 50\n  size: 60\n"]))
+def test_config_with_a_bom_bad_bytes_or_duplicate_keys(bom, cut, junk, repeated):
+    """A BOM changes nothing; a stray byte or a repeated key is our error, never a silently different config."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.yaml"
+        path.write_bytes((BOM if bom else b"") + VALID_YAML + repeated.encode())
+        try:
+            config = load_config(path)
+            assert not repeated.strip()  # a repeated section is never accepted
+            assert config.retrieval.fusion.method == "rrf" and config.chunking.size == 100
+        except SweepError as e:
+            assert repeated.strip() and "appears twice" in str(e)
+        path.write_bytes(VALID_YAML[:cut] + junk + VALID_YAML[cut:])
+        ours_or_valid(load_config, path, expect=EvalConfig)
+
+
+@FUZZ
+@given(st.booleans(), st.binary(max_size=40), st.booleans())
+def test_eval_set_and_trec_files_with_a_bom_or_bad_bytes(bom, junk, lenient):
+    """With a BOM the first record keeps its id; bytes that are not UTF-8 are an error naming a line."""
+    from sweep.metrics.trec import score_trec
+
+    head = BOM if bom else b""
+    corpus = head + b'{"id": "d1", "text": "Lists are mutable."}\n' + junk
+    questions = head + b'{"id": "q1", "text": "mutable?", "evidence": [{"doc_id": "d1", "grade": 1}]}\n'
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            eval_set = load_native(native(Path(tmp), corpus, questions), lenient=lenient)
+            assert eval_set.documents[0].id == "d1" and [q.id for q in eval_set.questions] == ["q1"]
+        except SweepError as e:
+            assert junk and ("corpus.jsonl" in str(e))
+        (Path(tmp) / "q.txt").write_bytes(head + b"q1 0 d1 1\n")
+        (Path(tmp) / "r.txt").write_bytes(head + b"q1 Q0 d1 1 1.0 t\n" + junk)
+        try:
+            scores = score_trec(Path(tmp) / "q.txt", Path(tmp) / "r.txt", ["mrr"])
+            assert scores.question_ids == ["q1"]
+        except SweepError as e:
+            assert junk and "r.txt" in str(e)

@@ -21,7 +21,10 @@ from typing import Callable
 import optuna
 from optuna.trial import TrialState
 
-from .tracking import Tracker
+from .errors import mask_url
+from .tracking import Tracker, TrackingUnavailable
+
+PROBE_EVERY = 10.0  # seconds between checks whether an unreachable tracking server is back
 
 
 @dataclass
@@ -107,4 +110,53 @@ def reconcile(study: optuna.Study, tracker: Tracker, parent_id: str, objective: 
     return done
 
 
-__all__ = ["Reconciled", "reconcile"]
+class TrackingGuard:
+    """Tracking calls that cannot fail a sweep: when MLflow stays away, warn once and go on.
+
+    Args:
+        tracker: the study's tracker.
+        say: how to tell the user (the sweep's printer).
+        retry_seconds: the retry window, for the warning.
+
+    Example:
+        >>> guard = TrackingGuard(tracker, print, 60)  # doctest: +SKIP
+        >>> guard.call(tracker.end_trial, run_id, "complete")  # None when MLflow is away
+    """
+
+    def __init__(self, tracker: Tracker, say: Callable[[str], None], retry_seconds: float):
+        self.tracker, self.say, self.retry_seconds = tracker, say, retry_seconds
+        self.warned, self.last_probe = False, 0.0
+
+    def call(self, fn, *args):
+        """``fn(*args)``, or None when MLflow does not answer (warned once per outage)."""
+        if self.tracker.offline:
+            return None
+        try:
+            return fn(*args)
+        except TrackingUnavailable as e:
+            if not self.warned:
+                self.warned = True
+                self.say(f"warning: {e} at {mask_url(self.tracker.tracking_uri)} after retrying for "
+                         f"{self.retry_seconds:g}s. The sweep goes on: results stay in Optuna, and the missing runs "
+                         "are logged when MLflow answers again (or when you rerun the same command)")  # fmt: skip
+            return None
+
+    def back_online(self) -> bool:
+        """True once, when an unreachable MLflow answers again (looked at every PROBE_EVERY seconds)."""
+        import time
+
+        if not self.tracker.offline or time.monotonic() - self.last_probe < PROBE_EVERY:
+            return False
+        self.last_probe = time.monotonic()
+        if self.tracker.client.probe():
+            self.warned = False
+            return True
+        return False
+
+    def reconcile(self, study: optuna.Study, parent_id: str, objective: str, config_of) -> Reconciled:
+        """:func:`reconcile`, or nothing changed while MLflow is away."""
+        found = self.call(reconcile, study, self.tracker, parent_id, objective, config_of)
+        return found if found is not None else Reconciled()
+
+
+__all__ = ["Reconciled", "TrackingGuard", "reconcile"]

@@ -104,3 +104,23 @@ def describe_sweep(result, objective: str) -> str:
     return "\n".join(lines)
 
 
+
+
+def trial_lines(trial, done: int, target: int, best, objective: str, extra_objectives: list[str]) -> list[str]:
+    """The sweep's progress line for a finished trial (and its failure reason, if it failed)."""
+    head = f"[{done:>3}/{target}] trial {trial.number:>3}"
+    if trial.user_attrs.get("fail_kind") == "duplicate":
+        return [f"{head} repeats trial {trial.user_attrs.get('duplicate_of')}: answered from it, not counted"]
+    best_text = f"best {best.values[0]:.4f} (#{best.number})" if best else "no complete trial yet"
+    value = f"{trial.values[0]:.4f}" if trial.values else trial.state.name.lower()
+    if trial.values and len(trial.values) > 1:
+        value += " " + " ".join(f"{n}={v:.4g}" for n, v in zip(extra_objectives, trial.values[1:]))
+    if trial.state.name == "PRUNED":
+        value = f"pruned after {trial.user_attrs.get('questions_evaluated')} questions"
+    short = " ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" if isinstance(v, float) else f"{k.rsplit('.', 1)[-1]}={v}"
+                     for k, v in trial.params.items())  # fmt: skip
+    took = trial.user_attrs.get("seconds")
+    lines = [f"{head} {objective} {value}  {best_text}  {short}" + (f"  ({took:.2f}s)" if took is not None else "")]
+    if trial.state.name == "FAIL":
+        lines.append(f"      trial {trial.number} failed: {trial.user_attrs.get('error', 'see the log above')}")
+    return lines

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 import warnings
 from pathlib import Path
 
@@ -21,7 +22,10 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from .space import SearchConfig
+from .errors import SweepError
+from .space import SearchConfig, grid
+from .trials import worker_seed
+from .workers import AskLock, worker_number
 
 HOST_ATTR, PID_ATTR, START_ATTR = "worker.host", "worker.pid", "worker.started"
 
@@ -60,7 +64,6 @@ def first_use_lock(url: str):
 def open_storage(url: str, search: SearchConfig):
     """Optuna's RDB storage; several processes creating its tables at once on a new database retry."""
     import random
-    import time
 
     import sqlalchemy.exc
 
@@ -137,3 +140,61 @@ def fail_dead_trials(study: optuna.Study, retries: int) -> list[int]:
         optuna.storages.fail_stale_trials(study)
         failed += sorted({t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))} - before)
     return failed
+
+
+def make_sampler(search: SearchConfig, seed: int):
+    """The configured Optuna sampler with the given seed."""
+    if search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if search.sampler == "grid":
+        return optuna.samplers.GridSampler(grid(search), seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
+
+
+def open_study(name: str, url: str, search: SearchConfig, baseline: dict, lock_path: Path) -> tuple[optuna.Study, bool]:
+    """The study, created by exactly one process (the storage's unique name decides atomically).
+
+    The creator keeps the study's seed and enqueues the baseline; every other process (a spawned
+    worker, another machine) samples with a seed of its own, so workers do not propose alike.
+
+    Args:
+        name: the study's name.
+        url: its storage URL.
+        search: the search settings (sampler, seed, pruner, directions).
+        baseline: the baseline's parameters, enqueued as trial 0.
+        lock_path: a file lock local workers share, for the rare late enqueue.
+
+    Returns:
+        (the study, whether this process created it).
+    """
+    pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=3), "none": optuna.pruners.NopPruner(),
+              "successive_halving": optuna.pruners.SuccessiveHalvingPruner()}[search.pruner]  # fmt: skip
+    storage = open_storage(url, search)
+    n = worker_number()
+    if n is None:
+        try:
+            study = optuna.create_study(study_name=name, storage=storage, pruner=pruner,
+                                        sampler=make_sampler(search, search.seed),
+                                        directions=search.directions)  # fmt: skip
+            study.enqueue_trial(baseline, user_attrs={"baseline": True})
+            return study, True
+        except optuna.exceptions.DuplicatedStudyError:
+            pass
+    identity = f"worker-{n}" if n is not None else f"{socket.gethostname()}:{os.getpid()}"
+    study = optuna.load_study(study_name=name, storage=storage, pruner=pruner,
+                              sampler=make_sampler(search, worker_seed(search.seed, identity)))  # fmt: skip
+    if [d.name.lower() for d in study.directions] != search.directions:
+        raise SweepError(f"study {name!r} optimises {[d.name.lower() for d in study.directions]}, "
+                         f"this config {search.directions}: give this sweep a new --study name")  # fmt: skip
+    deadline = time.monotonic() + 10
+    while not study.get_trials(deepcopy=False) and time.monotonic() < deadline:
+        time.sleep(0.2)  # its creator enqueues the baseline right after creating it
+    if not study.get_trials(deepcopy=False):  # the creator died in between: enqueue it here, once
+        lock = AskLock(lock_path)
+        lock.acquire()
+        try:
+            if not study.get_trials(deepcopy=False):
+                study.enqueue_trial(baseline, user_attrs={"baseline": True})
+        finally:
+            lock.release()
+    return study, False

@@ -14,37 +14,32 @@ import logging
 import os
 import random
 import signal
-import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
-import yaml
 
 from .cache import CacheWriteError
 from .config import apply_overrides, build_config, check_cache_dir, read_yaml, set_dotted
 from .errors import ConfigError, SweepError, mask_url
+from .finish import SweepResult, finish
 from .holdout import Holdout, plan_holdout
 from .pipeline import Pipeline, load_dataset, merge_results
-from .plots import study_plots
-from .reconcile import Reconciled, reconcile
-from .report import write_report
-from .space import (SearchConfig, check_space, check_study_name, default_study_name, grid, parse_search, suggest,
+from .reconcile import TrackingGuard
+from .space import (SearchConfig, check_space, check_study_name, default_study_name, parse_search, suggest,
                     when_holds)
-from .storage import HOST_ATTR, PID_ATTR, embedded_stores, fail_dead_trials, open_storage, sqlite_url, worker_identity
-from .render import describe_sweep, dropped_lines
-from .tracking import Tracker, TrackingUnavailable, code_version, flatten, mlflow_name
-from .trials import KIND_ATTR, SESSION_ATTR, counts, fresh_params, is_surplus, space_size, twin_of, worker_seed
-from .verdict import Verdict, best_of, best_trial, build_verdict, describe_verdict, noise_check
-from .workers import SESSION_ENV, AskLock, signal_all, spawn_workers, worker_label, worker_number
+from .storage import HOST_ATTR, PID_ATTR, embedded_stores, fail_dead_trials, open_study, sqlite_url, worker_identity
+from .render import dropped_lines, trial_lines
+from .tracking import Tracker, TrackingUnavailable, code_version, flatten
+from .trials import KIND_ATTR, SESSION_ATTR, counts, fresh_params, is_surplus, space_size, twin_of
+from .verdict import best_trial
+from .workers import SESSION_ENV, AskLock, signal_all, spawn_workers, worker_label
 
 REPEAT_LIMIT = 100  # proposals in a row that repeat evaluated configurations: the space is exhausted
-PROBE_EVERY = 10.0  # seconds between checks whether an unreachable tracking server is back
 
 
 class DuplicateTrial(Exception):
@@ -56,31 +51,6 @@ class _NoTrialFailureWarnings(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return " failed with " not in record.getMessage()
-
-
-@dataclass
-class SweepResult:
-    study_name: str
-    storage: str
-    tracking_uri: str
-    best_value: float
-    best_params: dict[str, Any]
-    baseline_value: float | None
-    best_config_yaml: str
-    n_complete: int
-    failures: list[str] = field(default_factory=list)
-    pareto_trials: list[int] = field(default_factory=list)
-    verdict: Verdict | None = None  # best vs baseline on the held-out questions
-    report_path: Path | None = None
-    experiment_id: str = "0"
-
-
-def _sampler(search: SearchConfig, seed: int):
-    if search.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if search.sampler == "grid":
-        return optuna.samplers.GridSampler(grid(search), seed=seed)
-    return optuna.samplers.TPESampler(seed=seed)
 
 
 class Sweep:
@@ -188,7 +158,7 @@ class Sweep:
             trial.set_user_attr(KIND_ATTR, "duplicate")
             raise DuplicateTrial(f"repeats trial {twin.number}")
         worker = f"{self.identity[HOST_ATTR]}:{self.identity[PID_ATTR]}"
-        run_id = self._track(self.tracker.start_trial, self.parent_id, trial.number, params, self.search.objective,
+        run_id = self.guard.call(self.tracker.start_trial, self.parent_id, trial.number, params, self.search.objective,
                              {"sweep.worker": worker})  # fmt: skip
         trial.set_user_attr("mlflow_run_id", run_id)
         config = self.config_for(params)
@@ -203,7 +173,7 @@ class Sweep:
                 self._warned.add(warning)
                 self.say(f"warning: {warning}")
         if run_id:
-            self._track(self.tracker.log_trial, run_id, trial.number, result, value, means)
+            self.guard.call(self.tracker.log_trial, run_id, trial.number, result, value, means)
         if self.search.extra_objectives:
             return (value, *(means[m] for m in self.search.extra_objectives))
         return value
@@ -228,95 +198,23 @@ class Sweep:
                 means = partial.scores.mean() | {"latency_ms": partial.latency_ms}
                 trial.set_user_attr("seconds", sum(partial.timings.values()))
                 if run_id:
-                    self._track(self.tracker.log_trial, run_id, trial.number, partial, value, means)
+                    self.guard.call(self.tracker.log_trial, run_id, trial.number, partial, value, means)
                 raise optuna.TrialPruned(f"{self.search.objective} {value:.4f} after {seen} of {n} questions")
         return partial
 
-    def _track(self, call, *args):
-        """A tracking call that cannot fail the sweep: when MLflow stays away, warn once and go on."""
-        if self.tracker.offline:
-            return None
-        try:
-            return call(*args)
-        except TrackingUnavailable as e:
-            if not self._offline_warned:
-                self._offline_warned = True
-                self.say(f"warning: {e} at {mask_url(self.tracking_uri)} after retrying for "
-                         f"{self.search.tracking_retry_seconds:g}s. The sweep goes on: results stay in Optuna, and "
-                         "the missing runs are logged when MLflow answers again (or when you rerun the same command)")  # fmt: skip
-            return None
-
     def _reconnect(self, study: optuna.Study) -> None:
         """While MLflow is away, look every few seconds; when it answers, log what it missed."""
-        if not self.tracker.offline or time.monotonic() - self._last_probe < PROBE_EVERY:
-            return
-        self._last_probe = time.monotonic()
-        if self.tracker.client.probe():
-            self._offline_warned = False
+        if self.guard.back_online():
             self.say("MLflow answers again: logging the trials it missed")
             self.recover(study)
 
     def _progress(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        kind = trial.user_attrs.get(KIND_ATTR)
-        if kind == "surplus":
+        if trial.user_attrs.get(KIND_ATTR) == "surplus":
             return
         self._done = counts(study).done
-        if kind == "duplicate":
-            self.say(f"[{self._done:>3}/{self.target}] trial {trial.number:>3} repeats trial "
-                     f"{trial.user_attrs.get('duplicate_of')}: answered from it, not counted")  # fmt: skip
-            return
-        best = best_trial(study)
-        best_text = f"best {best.values[0]:.4f} (#{best.number})" if best else "no complete trial yet"
-        value = f"{trial.values[0]:.4f}" if trial.values else trial.state.name.lower()
-        if trial.values and len(trial.values) > 1:
-            value += " " + " ".join(f"{n}={v:.4g}" for n, v in zip(self.search.extra_objectives, trial.values[1:]))
-        short = " ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" if isinstance(v, float) else f"{k.rsplit('.', 1)[-1]}={v}"
-                         for k, v in trial.params.items())  # fmt: skip
-        took = trial.user_attrs.get("seconds")
-        if trial.state == optuna.trial.TrialState.PRUNED:
-            value = f"pruned after {trial.user_attrs.get('questions_evaluated')} questions"
-        self.say(f"[{self._done:>3}/{self.target}] trial {trial.number:>3} {self.search.objective} {value}  {best_text}"
-                 f"  {short}" + (f"  ({took:.2f}s)" if took is not None else ""))  # fmt: skip
-        if trial.state == optuna.trial.TrialState.FAIL:
-            self.say(f"      trial {trial.number} failed: {trial.user_attrs.get('error', 'see the log above')}")
-
-    def _open_study(self) -> tuple[optuna.Study, bool]:
-        """The study, created by exactly one process (the storage's unique name decides atomically).
-
-        The creator keeps the study's seed and enqueues the baseline; every other process (a spawned
-        worker, another machine) samples with a seed of its own, so workers do not propose alike.
-        """
-        pruner = {"median": optuna.pruners.MedianPruner(n_startup_trials=3), "none": optuna.pruners.NopPruner(),
-                  "successive_halving": optuna.pruners.SuccessiveHalvingPruner()}[self.search.pruner]  # fmt: skip
-        storage = open_storage(self.storage, self.search)
-        n = worker_number()
-        if n is None:
-            try:
-                study = optuna.create_study(study_name=self.study_name, storage=storage, pruner=pruner,
-                                            sampler=_sampler(self.search, self.search.seed),
-                                            directions=self.search.directions)  # fmt: skip
-                study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
-                return study, True
-            except optuna.exceptions.DuplicatedStudyError:
-                pass
-        identity = f"worker-{n}" if n is not None else f"{socket.gethostname()}:{os.getpid()}"
-        study = optuna.load_study(study_name=self.study_name, storage=storage, pruner=pruner,
-                                  sampler=_sampler(self.search, worker_seed(self.search.seed, identity)))  # fmt: skip
-        if [d.name.lower() for d in study.directions] != self.search.directions:
-            raise SweepError(f"study {self.study_name!r} optimises {[d.name.lower() for d in study.directions]}, "
-                             f"this config {self.search.directions}: give this sweep a new --study name")  # fmt: skip
-        deadline = time.monotonic() + 10
-        while not study.get_trials(deepcopy=False) and time.monotonic() < deadline:
-            time.sleep(0.2)  # its creator enqueues the baseline right after creating it
-        if not study.get_trials(deepcopy=False):  # the creator died in between: enqueue it here, once
-            lock = AskLock(self.runs_dir / self.study_name / ".ask.lock")
-            lock.acquire()
-            try:
-                if not study.get_trials(deepcopy=False):
-                    study.enqueue_trial(self.baseline_params(), user_attrs={"baseline": True})
-            finally:
-                lock.release()
-        return study, False
+        for line in trial_lines(trial, self._done, self.target, best_trial(study), self.search.objective,
+                                self.search.extra_objectives):  # fmt: skip
+            self.say(line)
 
     def run(self) -> SweepResult | None:
         import sqlalchemy.exc
@@ -324,7 +222,8 @@ class Sweep:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("optuna.study._optimize").addFilter(_NoTrialFailureWarnings())
         try:
-            study, _ = self._open_study()
+            study, _ = open_study(self.study_name, self.storage, self.search, self.baseline_params(),
+                                  self.runs_dir / self.study_name / ".ask.lock")
         except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as e:
             option = "--storage" if self.storage != self._default_storage else "the embedded store"
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
@@ -332,7 +231,8 @@ class Sweep:
                              "and that the database is running") from None  # fmt: skip
         self.tracker = Tracker(self.tracking_uri, self.study_name, self.search.tracking_retry_seconds,
                                self.tracking_option)  # fmt: skip
-        self._offline_warned, self._last_probe, self._repeats, self._fatal = False, 0.0, 0, None
+        self.guard = TrackingGuard(self.tracker, self.say, self.search.tracking_retry_seconds)
+        self._repeats, self._fatal = 0, None
         self._warned: set[str] = set()
         self._rng = random.Random(f"{self.search.seed}:{self.session}:{os.getpid()}")
         self.identity = worker_identity()  # this process, as recorded on each trial it runs
@@ -387,18 +287,13 @@ class Sweep:
             raise self._fatal
         if self.worker_only:
             return None
-        return self.finish(study, interrupted or self._stop_requested)
+        return finish(self, study, interrupted or self._stop_requested)
 
     def recover(self, study: optuna.Study) -> None:
         """Trials of dead workers fail (and are re-queued); MLflow is made to agree with Optuna."""
         failed = fail_dead_trials(study, self.search.retries)
-        fixed = Reconciled()
-        if not self.tracker.offline:
-            try:
-                fixed = reconcile(study, self.tracker, self.parent_id, self.search.objective,
-                                  lambda params: self.config_for(params).model_dump(mode="json", exclude={"source"}))  # fmt: skip
-            except TrackingUnavailable as e:
-                self._track(_raise, e)  # warns once, as any tracking call does
+        fixed = self.guard.reconcile(study, self.parent_id, self.search.objective,
+                                     lambda params: self.config_for(params).model_dump(mode="json", exclude={"source"}))  # fmt: skip
         if failed or fixed:
             parts = [f"trial(s) {', '.join(map(str, failed))} of dead workers marked failed"
                      + (" and re-queued" if self.search.retries else "")] if failed else []  # fmt: skip
@@ -494,80 +389,9 @@ class Sweep:
         run_id = trial.user_attrs.get("mlflow_run_id")
         if run_id:
             state = {optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.PRUNED: "pruned"}
-            self._track(self.tracker.end_trial, run_id, state.get(trial.state, "failed"), trial.user_attrs.get("error"))
+            self.guard.call(self.tracker.end_trial, run_id, state.get(trial.state, "failed"), trial.user_attrs.get("error"))
         self._repeats = self._repeats + 1 if trial.user_attrs.get(KIND_ATTR) == "duplicate" else 0
         self._progress(study, trial)
-
-    def finish(self, study: optuna.Study, interrupted: bool) -> SweepResult:
-        if self.tracker.offline:
-            self._last_probe = 0.0  # one more look before the summary
-            self._reconnect(study)
-        self.recover(study)
-        complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-        self.failures = [f"trial {t.number}: {t.user_attrs.get('error', 'no reason recorded')}"
-                         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
-                         if t.user_attrs.get(KIND_ATTR) not in ("surplus", "duplicate")]  # fmt: skip
-        if not complete:
-            raise SweepError(f"study {self.study_name!r} has no complete trial"
-                             + ("; failures:\n  " + "\n  ".join(self.failures[-10:]) if self.failures else ""))
-        best = best_trial(study)
-        baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
-        best_config = self.config_for(best.params)
-        best_yaml = yaml.safe_dump(best_config.model_dump(mode="json", exclude={"source"}), sort_keys=False)
-        summary = {"best_objective": best.values[0], "best_trial": best.number, "complete_trials": len(complete)}
-        if baseline is not None:
-            summary["baseline_objective"] = baseline.values[0]
-        for k, v in best.user_attrs.get("means", {}).items():
-            summary[f"best_{mlflow_name(k)}"] = v
-        verdict = self.final_verdict(study, best) if self.holdout else None
-        if verdict is not None:
-            summary.update(verdict.mlflow_metrics())
-            study.set_user_attr("verdict", verdict.to_json())
-        files: dict[str, bytes | str] = {"best_config.yaml": best_yaml}
-        plots = study_plots(study, self.search.objective, self.search.extra_objectives)
-        files.update(plots)
-        report = write_report(study, self.runs_dir / self.study_name / "report.html", plots=plots)
-        files["report.html"] = report.read_bytes()
-        if verdict is not None:
-            files["diagnosis.txt"] = describe_verdict(verdict) + "\n"
-        self._track(self.tracker.finish_parent, self.parent_id, summary, files)
-        pareto = [t.number for t in study.best_trials] if self.search.extra_objectives else [best.number]
-        result = SweepResult(self.study_name, self.storage, self.tracking_uri, best.values[0], best.params,
-                             baseline.values[0] if baseline else None, best_yaml, len(complete), self.failures,
-                             pareto, verdict, report, self.tracker.experiment_id)  # fmt: skip
-        self.say(describe_sweep(result, self.search.objective))
-        if self.tracker.offline:
-            self.say(f"\nwarning: MLflow at {mask_url(self.tracking_uri)} did not answer: some trials and the summary "
-                     "are not logged there yet. Nothing is lost: run the same command again once it answers, and "
-                     "it logs them without recomputing anything")  # fmt: skip
-        if interrupted:
-            self.say("\ninterrupted: the finished trials are saved. Resume with the same command, e.g.\n"
-                     f"  python -m sweep {self.path} --study {self.study_name} --storage {mask_url(self.storage)}")  # fmt: skip
-        return result
-
-    def final_verdict(self, study: optuna.Study, best: optuna.trial.FrozenTrial) -> Verdict:
-        """Best and baseline on the held-out questions; best against the runner-up on the tuning ones."""
-        metrics = [self.search.objective]
-        self.say("\nevaluating the best and the baseline configurations on the held-out questions")
-        held_best = self.pipeline.run(self.config_for(best.params, heldout=True), metrics)
-        held_base = self.pipeline.run(self.config_for(self.baseline_params(), heldout=True), metrics)
-        runner = self.runner_up(study, best)
-        noise = None
-        if runner is not None:  # both are cached stages: this costs metric time only
-            noise = noise_check(self.pipeline.run(self.config_for(best.params), metrics),
-                                self.pipeline.run(self.config_for(runner.params), metrics), self.search.objective)  # fmt: skip
-        return build_verdict(held_best, held_base, objective=self.search.objective, split=self.holdout.description,
-                             best_trial=best.number, noise=noise, runner_up_trial=runner.number if runner else None,
-                             best_is_baseline=best.params == self.baseline_params())  # fmt: skip
-
-    def runner_up(self, study: optuna.Study, best: optuna.trial.FrozenTrial) -> optuna.trial.FrozenTrial | None:
-        others = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                  if t.params != best.params]  # fmt: skip
-        return best_of(others, self.search.direction == "maximize")
-
-def _raise(error: Exception):
-    raise error
-
 
 def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepResult:
     return Sweep(path, overrides, **options).run()
