@@ -33,7 +33,7 @@ def folder(tmp_path: Path) -> Path:
 def base(tmp_path: Path) -> dict:
     return {"dataset": {"loader": "native", "path": "data"}, "retrieval": {"mode": "bm25", "candidates": 2, "top_k": 2},
             "evaluation": {"ks": [1, 2]}, "cache_dir": str(tmp_path / "cache"),
-            "search": {"trials": 2, "space": {"retrieval.bm25.k1": {"float": [0.5, 1.5]}}}}  # fmt: skip
+            "search": {"trials": 2, "objective": "ndcg@2", "space": {"retrieval.bm25.k1": {"float": [0.5, 1.5]}}}}  # fmt: skip
 
 
 def edit(data: dict, key: str, value) -> dict:
@@ -67,6 +67,10 @@ CONFIG_CASES = [
     ("search.objective", "ndgc@10", "sweep", "search.objective: unknown metric 'ndgc@10'"),
     ("search.objective", "recall", "sweep", "metric 'recall' needs a cutoff"),
     ("search.objective", "r_precision@5", "sweep", "metric 'r_precision' takes no cutoff"),
+    ("search.objective", "NDCG@2", "sweep", "search.objective: 'NDCG@2' is not how results name it: write 'ndcg@2' (valid here: recall@1,"),
+    ("search.objective", "recall@2 ", "sweep", "search.objective: 'recall@2 ' is not how results name it: write 'recall@2'"),
+    ("search.objective", "ndcg@50", "sweep", "search.objective: 'ndcg@50' cuts at 50, but a trial ranks at most 2 results (retrieval.top_k) (raise retrieval.top_k to 50, or pick one of: recall@1, precision@1"),
+    ("search.extra_objectives", ["MRR"], "sweep", "search.extra_objectives: 'MRR' is not how results name it: write 'mrr'"),
     ("search.trails", 5, "sweep", "search.trails: unknown key"),
     ("search.sampler", "bayes", "sweep", "search.sampler: Input should be 'tpe', 'random' or 'grid'"),
     ("search.holdout", {"fraction": 1.5}, "sweep", "search.holdout.fraction: Input should be less than 1"),
@@ -174,3 +178,40 @@ def test_debug_shows_the_traceback(folder):
                           capture_output=True, text=True)  # fmt: skip
     assert quiet.returncode == 2 and "Traceback" not in quiet.stderr and quiet.stderr.count("\n") == 1
     assert loud.returncode != 0 and "Traceback" in loud.stderr and "ConfigError" in loud.stderr
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "it's", "x" * 101, ""])
+def test_study_names_that_could_leave_the_runs_folder(folder, capsys, name):
+    (folder / "c.yaml").write_text(yaml.safe_dump(base(folder)))
+    assert main(["sweep", str(folder / "c.yaml"), "--study", name, "--runs-dir", str(folder / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --study: study name {name!r} is not allowed") and err.count("\n") == 1
+    assert not (folder / "runs").exists() or not any((folder / "runs").iterdir())
+
+
+def test_non_utf8_beir_qrels_name_the_line(tmp_path):
+    from sweep.data import load_beir
+    from sweep.errors import DataError
+
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "alpha"}\n')
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "alpha?"}\n')
+    (tmp_path / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td\xe92\t1\n")
+    with pytest.raises(DataError, match=r"test.tsv:3: not UTF-8 text \(byte 0xe9\)"):
+        load_beir(tmp_path)
+
+
+def test_a_bad_override_is_blamed_on_the_override_not_the_file(folder, capsys):
+    (folder / "c.yaml").write_text(yaml.safe_dump(base(folder)))
+    assert main(["eval", str(folder / "c.yaml"), "retrieval.top_k=ten"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: command-line override 'retrieval.top_k=ten': retrieval.top_k: Input should be a valid integer")
+    assert main(["sweep", str(folder / "c.yaml"), "retrieval.fusion.alpha=3", "--runs-dir", str(folder / "runs")]) == 2
+    assert "command-line override 'retrieval.fusion.alpha=3': retrieval.fusion.alpha:" in capsys.readouterr().err
+
+
+def test_no_arguments_prints_the_sweep_usage(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m sweep [-h]") and "config [overrides ...]" in err
+    assert "e.g. python -m sweep configs/hybrid.yaml" in err

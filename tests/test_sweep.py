@@ -39,6 +39,7 @@ def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     assert len({tuple(sorted(t.params.items())) for t in complete}) == 10  # ten distinct configurations
     one = children[0]
     assert {"ndcg_at_5", "recall_at_3", "mrr", "objective", "time_metrics_s"} <= set(one.data.metrics)
+    assert one.data.metrics["dense_truncated_share"] == 0.0  # hybrid: the dense model read every chunk whole
     assert one.data.params["retrieval.mode"] == "hybrid" and "retrieval.fusion.method" in one.data.params
     artifacts = {a.path for a in client.list_artifacts(one.info.run_id)}
     assert {"config.yaml", "scores.json", "recall_at_k.png", "diagnosis.txt"} <= artifacts

@@ -164,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
+    if not argv:  # the default command is the sweep: show how to call it
+        sub = parser._subparsers._group_actions[0].choices["sweep"]
+        print(sub.format_usage().replace("python -m sweep sweep", "python -m sweep").rstrip(), file=sys.stderr)
+        print("  e.g. python -m sweep configs/hybrid.yaml    (other commands: eval, score, compare, report; "
+              "--help for all)", file=sys.stderr)  # fmt: skip
+        return 2
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
         argv = ["sweep", *argv]  # `python -m sweep CONFIG` is the sweep
     args, extra = parser.parse_known_args(argv)

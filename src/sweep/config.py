@@ -284,6 +284,27 @@ def resolve_paths(config: EvalConfig, base: Path) -> EvalConfig:
     return config.model_copy(update={"dataset": dataset})  # cache_dir stays relative to the working folder
 
 
+def blame_overrides(error: ConfigError, overrides: list[str]) -> ConfigError:
+    """An error about a key a command-line override set names the override, not the file.
+
+    Args:
+        error: the validation error (``key`` is the dotted path).
+        overrides: the ``key=value`` strings that were applied.
+
+    Returns:
+        The error, re-located to ``command-line override 'key=value'`` when one of them set that key.
+
+    Example:
+        >>> str(blame_overrides(ConfigError("c.yaml", "retrieval.top_k", "not an int"), ["retrieval.top_k=ten"]))
+        "command-line override 'retrieval.top_k=ten': retrieval.top_k: not an int"
+    """
+    for item in reversed(overrides):
+        key = item.split("=", 1)[0].strip()
+        if error.key == key or error.key.startswith(key + ".") or key.startswith(error.key + ".") and error.key:
+            return ConfigError(f"command-line override {item!r}", error.key, error.message, list(error.hints))
+    return error
+
+
 def check_cache_dir(config: EvalConfig) -> None:
     """``cache_dir`` must exist (or be creatable) and take a write: found at start, not after the first trial.
 
@@ -307,6 +328,9 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> EvalConfig:
     path = Path(path)
     data = apply_overrides(read_yaml(path), list(overrides), str(path))
     data.pop("search", None)  # the sweep's own section (study.py) is not part of one configuration
-    config = build_config(data, str(path), path.parent)
+    try:
+        config = build_config(data, str(path), path.parent)
+    except ConfigError as e:
+        raise blame_overrides(e, list(overrides)) from None
     check_cache_dir(config)
     return config

@@ -256,3 +256,33 @@ def check_space(search: SearchConfig, baseline: dict[str, Any], problem, file: s
             if not any(problem({name: value, **dict(zip(others, c))}) is None for c in combos):
                 raise ConfigError(file, f"search.space.{name}", f"value {value!r} can never make a valid configuration: {first}",
                                   ["narrow the range, or bound it with below: <other key>"])  # fmt: skip
+
+
+def check_objectives(search: SearchConfig, top_k: int, ks: tuple[int, ...], file: str) -> None:
+    """Each objective must be a metric every trial computes, spelled as the results name it.
+
+    ``NDCG@10`` or ``"recall@5 "`` would parse but never match a result (every trial fails with a
+    KeyError), and ``ndcg@50`` over a ranking of ``top_k`` 10 is not NDCG@50. ``top_k`` is the largest
+    the space allows (a searched top_k below the cutoff is a knob the objective may judge).
+
+    Raises:
+        ConfigError: naming ``search.objective`` (or ``search.extra_objectives``) and the valid names.
+    """
+    from .metrics.evaluate import standard_metrics
+
+    p = search.space.get("retrieval.top_k")
+    if p is not None:
+        top_k = max(p.categorical) if p.categorical is not None else int((p.int_range or p.float_range)[1])
+    valid = standard_metrics(tuple(k for k in ks if k <= top_k) or (top_k,))
+    named = [("search.objective", search.objective)]
+    named += [("search.extra_objectives", n) for n in search.extra_objectives if n != "latency_ms"]
+    for key, name in named:
+        metric = parse_metric(name, key=key)
+        canonical = metric.name
+        if name != canonical:
+            raise ConfigError(file, key, f"{name!r} is not how results name it: write {canonical!r}",
+                              ["valid here: " + ", ".join(valid)])  # fmt: skip
+        if metric.k is not None and metric.k > top_k:
+            raise ConfigError(file, key, f"{name!r} cuts at {metric.k}, but a trial ranks at most {top_k} results "
+                              "(retrieval.top_k)", [f"raise retrieval.top_k to {metric.k}, or pick one of: "
+                                                    + ", ".join(valid)])  # fmt: skip

@@ -24,13 +24,13 @@ import numpy as np
 import optuna
 
 from .cache import CacheWriteError
-from .config import apply_overrides, build_config, check_cache_dir, read_yaml, set_dotted
+from .config import apply_overrides, blame_overrides, build_config, check_cache_dir, read_yaml, set_dotted
 from .errors import ConfigError, SweepError, mask_url
 from .finish import SweepResult, finish
 from .holdout import Holdout, plan_holdout
 from .pipeline import Pipeline, load_dataset, merge_results
 from .reconcile import TrackingGuard
-from .space import (SearchConfig, check_space, check_study_name, default_study_name, parse_search, suggest,
+from .space import (SearchConfig, check_objectives, check_space, check_study_name, default_study_name, parse_search, suggest,
                     when_holds)
 from .storage import HOST_ATTR, PID_ATTR, embedded_stores, fail_dead_trials, open_study, sqlite_url, worker_identity
 from .render import dropped_lines, trial_lines
@@ -64,7 +64,10 @@ class Sweep:
         data = apply_overrides(read_yaml(self.path), list(overrides), str(self.path))
         self.search = parse_search(data.pop("search", None), str(self.path))
         self.data = data  # any other top-level key is an error in build_config (a stray `study:` too)
-        self.base = build_config(data, str(self.path), self.path.parent)  # validates the baseline early
+        try:
+            self.base = build_config(data, str(self.path), self.path.parent)  # validates the baseline early
+        except ConfigError as e:
+            raise blame_overrides(e, self.overrides) from None
         try:
             self.holdout: Holdout | None = plan_holdout(self.search.holdout, self.base.dataset,
                                                         self._load_baseline_dataset)  # fmt: skip
@@ -79,9 +82,10 @@ class Sweep:
                 if key not in self.baseline_flat:
                     raise ConfigError(str(self.path), f"search.space.{name}", f"{key!r} is not a configuration key")
         self._check_values()
+        check_objectives(self.search, self.base.retrieval.top_k, self.base.evaluation.ks, str(self.path))
         self.trials = self.search.trials if trials is None else trials
         self.timeout = timeout or self.search.timeout
-        self.study_name = check_study_name(study) if study else self.search.study or default_study_name(self.path.stem)
+        self.study_name = check_study_name(study) if study is not None else self.search.study or default_study_name(self.path.stem)
         check_cache_dir(self.base)
         optuna_db, mlflow_db = embedded_stores(self.study_name, Path(runs_dir))
         optuna_db.parent.mkdir(parents=True, exist_ok=True)  # also holds the report and the workers' lock
