@@ -205,9 +205,10 @@ def test_a_bad_override_is_blamed_on_the_override_not_the_file(folder, capsys):
     (folder / "c.yaml").write_text(yaml.safe_dump(base(folder)))
     assert main(["eval", str(folder / "c.yaml"), "retrieval.top_k=ten"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: command-line override 'retrieval.top_k=ten': retrieval.top_k: Input should be a valid integer")
+    assert err.startswith(f"error: command-line override 'retrieval.top_k=ten' (on {folder / 'c.yaml'}): retrieval.top_k: "
+                          "Input should be a valid integer")  # fmt: skip
     assert main(["sweep", str(folder / "c.yaml"), "retrieval.fusion.alpha=3", "--runs-dir", str(folder / "runs")]) == 2
-    assert "command-line override 'retrieval.fusion.alpha=3': retrieval.fusion.alpha:" in capsys.readouterr().err
+    assert "command-line override 'retrieval.fusion.alpha=3' (on " in capsys.readouterr().err
 
 
 def test_no_arguments_prints_the_sweep_usage(capsys):

@@ -62,7 +62,7 @@ def test_sigkill_at_random_moments_then_resume_leaves_one_finished_run_per_compl
     for _ in range(30):  # start-up, encoding, a trial, its logging, the end: wherever the moment falls
         proc = subprocess.Popen(sweep_command(fixture_config, "--trials", "24"), cwd=tmp_path,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        time.sleep(rng.uniform(1.5, 9.0))
+        time.sleep(rng.uniform(2.0, 7.0))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1

@@ -159,8 +159,20 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _quiet_library_warnings() -> None:
+    """Library warnings that tell a user of this tool nothing (deprecations inside MLflow and SQLAlchemy,
+    Optuna's notes on its own experimental parts and its importance estimate) are not printed."""
+    import warnings
+
+    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category)
+    warnings.filterwarnings("ignore", message=".*quantiles select the same set of trials.*")
+    warnings.filterwarnings("ignore", message=".*is experimental.*")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _quiet_library_warnings()
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     parser = build_parser()

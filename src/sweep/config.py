@@ -296,12 +296,13 @@ def blame_overrides(error: ConfigError, overrides: list[str]) -> ConfigError:
 
     Example:
         >>> str(blame_overrides(ConfigError("c.yaml", "retrieval.top_k", "not an int"), ["retrieval.top_k=ten"]))
-        "command-line override 'retrieval.top_k=ten': retrieval.top_k: not an int"
+        "command-line override 'retrieval.top_k=ten' (on c.yaml): retrieval.top_k: not an int"
     """
     for item in reversed(overrides):
         key = item.split("=", 1)[0].strip()
         if error.key == key or error.key.startswith(key + ".") or key.startswith(error.key + ".") and error.key:
-            return ConfigError(f"command-line override {item!r}", error.key, error.message, list(error.hints))
+            where = f"command-line override {item!r}" + (f" (on {error.file})" if error.file else "")
+            return ConfigError(where, error.key, error.message, list(error.hints))
     return error
 
 

@@ -133,6 +133,7 @@ class Pipeline:
         self.stage_cache = StageCache(cache_dir)
         self.lenient = lenient
         self.progress = progress
+        self.label = ""  # what the progress bars are for, e.g. "trial 7" in a sweep
         self._prepared: dict[str, Prepared] = {}
         self._subsets: dict[tuple, Prepared] = {}
         self._datasets: dict[str, EvalSet] = {}
@@ -257,7 +258,9 @@ class Pipeline:
 
         def search(queries: list[str], allowed) -> StageResult:
             encoder = self._encoder(c)
-            docs = encoder.encode(p.index_texts, c.document_prefix, progress="encode" if self.progress else None)
+            what = f"embedding {len(p.index_texts):,} chunks with {c.model}"
+            label = f"{self.label}: {what}" if self.label else what
+            docs = encoder.encode(p.index_texts, c.document_prefix, progress=label if self.progress else None)
             vectors = encoder.encode(queries, c.query_prefix)
             first = dense_search(docs, vectors, c, n, allowed)
             if prf is None:

@@ -166,6 +166,7 @@ class Sweep:
                              {"sweep.worker": worker})  # fmt: skip
         trial.set_user_attr("mlflow_run_id", run_id)
         config = self.config_for(params)
+        self.pipeline.label = f"{worker_label()}trial {trial.number}"
         metrics = [self.search.objective] + [m for m in self.search.extra_objectives if m != "latency_ms"]
         result = self.evaluate(trial, config, metrics, run_id)
         means = result.scores.mean() | {"latency_ms": result.latency_ms}

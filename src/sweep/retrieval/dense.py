@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..cache import RowStore, content_key, text_key
 from ..config import DenseConfig
@@ -27,6 +28,9 @@ def load_sentence_transformer(name: str, max_seq_length: int | None = None):
     """One obvious way to load a model: folder, packaged alias, or hub name."""
     from sentence_transformers import SentenceTransformer
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars say nothing a user needs
     try:
         model = SentenceTransformer(resolve_model(name), device="cpu")
     except Exception as e:  # noqa: BLE001 - any loading failure becomes a config error naming the model
@@ -65,13 +69,24 @@ class Encoder:
         return np.stack([vectors[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
 
     def _encode(self, texts: list[str], progress: str | None) -> np.ndarray:
+        """The model's embeddings of ``texts``; with ``progress``, a bar named by it (rate and time left)."""
         model = load_sentence_transformer(self.config.model, self.config.max_seq_length)
         t = time.perf_counter()
-        new = model.encode(texts, batch_size=self.config.batch_size, normalize_embeddings=self.config.normalize,
-                           convert_to_numpy=True,
-                           show_progress_bar=progress is not None and len(texts) > self.config.batch_size).astype(np.float32)  # fmt: skip
+        step = self.config.batch_size * 8  # a bar update every few batches; the model still sees whole batches
+        parts = []
+        with tqdm(total=len(texts), desc=progress, unit="text", disable=progress is None or len(texts) <= step,
+                  leave=False, dynamic_ncols=True) as bar:  # fmt: skip
+            for start in range(0, len(texts), step):
+                batch = texts[start : start + step]
+                parts.append(model.encode(batch, batch_size=self.config.batch_size, convert_to_numpy=True,
+                                          normalize_embeddings=self.config.normalize, show_progress_bar=False))  # fmt: skip
+                bar.update(len(batch))
+        new = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 0), dtype=np.float32)
         self.stats.seconds += time.perf_counter() - t
         self.stats.encoded += len(texts)
+        if progress is not None and len(texts) > step:
+            log.info("%s: %d texts in %.1fs (%.0f texts/s)", progress, len(texts), time.perf_counter() - t,
+                     len(texts) / max(time.perf_counter() - t, 1e-9))  # fmt: skip
         return new
 
 
