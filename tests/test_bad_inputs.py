@@ -216,3 +216,19 @@ def test_no_arguments_prints_the_sweep_usage(capsys):
     err = capsys.readouterr().err
     assert err.startswith("usage: python -m sweep [-h]") and "config [overrides ...]" in err
     assert "e.g. python -m sweep configs/hybrid.yaml" in err
+
+
+def test_a_hub_model_that_cannot_load_fails_in_seconds(folder, monkeypatch):
+    """Without the check, a missing model costs ~90 s of download retries and a bare connection error."""
+    import time
+
+    (folder / "c.yaml").write_text(yaml.safe_dump(base(folder)))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: like a machine offline
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "sweep", "eval", str(folder / "c.yaml"), "retrieval.mode=dense",
+                           "retrieval.dense.model=no-such-org/no-such-model"], capture_output=True, text=True,
+                          env={k: v for k, v in __import__("os").environ.items() if k != "TRANSFORMERS_OFFLINE"})  # fmt: skip
+    assert proc.returncode == 2 and time.monotonic() - started < 45, proc.stderr
+    assert "retrieval.dense.model: cannot load model 'no-such-org/no-such-model': it is not in the local Hugging " \
+           "Face cache and the hub cannot be reached" in proc.stderr and proc.stderr.count("\n") == 1

@@ -66,28 +66,33 @@ def test_two_workers_log_one_parent_and_a_child_per_trial_over_http(served_sweep
 
 
 def test_the_ui_shows_the_trials_and_their_objective(served_sweep, tmp_path):
-    uri, workdir, _ = served_sweep
+    uri, workdir, out = served_sweep
     exp = mlflow.MlflowClient(uri).get_experiment_by_name("sweep")
-    from sweep.tracking import trials_view_url
+    printed = next(line.split("compare the trials in MLflow:")[1].strip() for line in out.splitlines()
+                   if "compare the trials in MLflow:" in line)  # fmt: skip
+    assert "viewStateShareKey=" in printed and printed.startswith(f"{uri}/#/experiments/{exp.experiment_id}/runs")
+    study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{workdir / 'runs/sweep/optuna.db'}")
+    complete = sorted((t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE),
+                      key=lambda t: (-t.value, t.number))  # fmt: skip
 
     browser = Browser(tmp_path / "profile")
     try:
-        study = optuna.load_study(study_name="sweep", storage=f"sqlite:///{workdir / 'runs/sweep/optuna.db'}")
-        complete = [t.number for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-        browser.goto(trials_view_url(uri, exp.experiment_id))  # what the sweep prints
-        last = f"trial {max(complete):03d}"
+        browser.goto(printed)  # what the sweep prints, in a fresh browser: no column chosen by hand
+        last = f"trial {max(t.number for t in complete):03d}"
         assert browser.wait_for(f"document.body && document.body.innerText.includes('{last}')"), "runs table not shown"
         text = browser.js("document.body.innerText")
-        for n in complete:
-            assert f"trial {n:03d}" in text  # every child run, named by trial number and key parameters
-        assert "Sort: objective" in text.replace("\u00a0", " ")
-        # choosing the sort key from the menu puts its column in the table, as a user would do
-        assert browser.click("[...document.querySelectorAll('button')].find(b => b.innerText.includes('Sort:'))")
-        assert browser.wait_for("!!document.querySelector('[data-testid=\"sort-select-objective\"]')", 20)
-        assert browser.click("document.querySelector('[data-testid=\"sort-select-objective\"]')")
+        for t in complete:
+            assert f"trial {t.number:03d}" in text  # every child run, named by trial number and key parameters
         headers = "[...document.querySelectorAll('[role=columnheader]')].map(e => e.innerText).join('|')"
-        assert browser.wait_for(f"{headers}.includes('objective')", 20), browser.js(headers)
-        browser.click("document.querySelector('body')")  # close the menu
+        assert browser.wait_for(f"{headers}.includes('objective')", 30), browser.js(headers)
+        shown = browser.js(headers)
+        for name in ("retrieval.fusion.method", "retrieval.fusion.alpha", "retrieval.top_k"):
+            assert name in shown, shown  # the searched parameters are columns too
+        assert "Sort: objective" in text.replace("\u00a0", " ")
+        rows = browser.js("[...document.querySelectorAll('[role=row]')].map(r => r.innerText).join('\\n')")
+        first = next(line for line in rows.split("\n") if "trial " in line)
+        top = int(first.split("trial ")[1][:3])
+        assert study.trials[top].value == max(t.value for t in complete), rows[:500]  # best objective first
         time.sleep(1)
         shot = tmp_path / "ui.png"
         browser.screenshot(shot)

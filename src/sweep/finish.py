@@ -37,6 +37,7 @@ class SweepResult:
     verdict: Verdict | None = None  # best vs baseline on the held-out questions
     report_path: Path | None = None
     experiment_id: str = "0"
+    view_key: str | None = None  # MLflow's shared view of the trials, with objective and parameters as columns
 
 
 def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
@@ -84,7 +85,7 @@ def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
     pareto = [t.number for t in study.best_trials] if sweep.search.extra_objectives else [best.number]
     result = SweepResult(sweep.study_name, sweep.storage, sweep.tracking_uri, best.values[0], best.params,
                          baseline.values[0] if baseline else None, best_yaml, len(complete), sweep.failures,
-                         pareto, verdict, report, sweep.tracker.experiment_id)  # fmt: skip
+                         pareto, verdict, report, sweep.tracker.experiment_id, sweep.view_key)  # fmt: skip
     sweep.say(describe_sweep(result, sweep.search.objective))
     if sweep.tracker.offline:
         sweep.say(f"\nwarning: MLflow at {mask_url(sweep.tracking_uri)} did not answer: some trials and the summary "

@@ -93,6 +93,40 @@ def resolve_model(name: str) -> str:
     return name
 
 
+def check_hub_model(name: str, timeout: float = 10.0) -> None:
+    """Before a hub name goes to sentence-transformers, make sure it can load, in seconds.
+
+    Unchecked, a name that does not exist, or any name on a machine without network, costs a minute
+    and a half of download retries and ends in a connection error that does not say what is wrong.
+    A name in the local Hugging Face cache passes at once.
+
+    Raises:
+        ConfigError: naming the model and saying which of the two it is.
+    """
+    from huggingface_hub import model_info, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+
+    hint = "give a local folder, one of the aliases " + ", ".join(sorted(ALIASES)) + ", or a hub name"
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return  # downloaded before: loads offline
+    except HFValidationError:
+        raise ConfigError("", "model", f"cannot load model {name!r}: it is neither a local folder, an alias nor a "
+                          "valid hub name", [hint]) from None  # fmt: skip
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        raise ConfigError("", "model", f"cannot load model {name!r}: it is not a local folder, an alias or in the "
+                          "local Hugging Face cache, and HF_HUB_OFFLINE is set", [hint])  # fmt: skip
+    try:
+        model_info(name, timeout=timeout)
+    except RepositoryNotFoundError:
+        raise ConfigError("", "model", f"cannot load model {name!r}: the Hugging Face hub has no such model (or it "
+                          "is private: set HF_TOKEN)", [hint]) from None  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - no network, DNS, timeouts: all mean "cannot download it here"
+        raise ConfigError("", "model", f"cannot load model {name!r}: it is not in the local Hugging Face cache and "
+                          f"the hub cannot be reached ({type(e).__name__})",
+                          ["download it once where there is network", hint]) from None  # fmt: skip
+
+
 def model_identity(name: str) -> str:
     """A stable id for cache keys: the same weights give the same id on any machine."""
     if name in ALIASES:

@@ -310,6 +310,7 @@ class Pipeline:
     def _run(self, config: EvalConfig, extra_metrics, rows) -> EvalResult:
         timings: dict[str, float] = {}
         self._cost: dict[str, float] = {}
+        before = self._totals()  # counters are per run: what this configuration cost, not the process so far
         t = time.perf_counter()
         p = self.prepare(config)
         if rows is not None:
@@ -338,16 +339,17 @@ class Pipeline:
         else:
             curve = recall_curve(deep.ids, p.labels)
         timings["metrics"] = time.perf_counter() - t
-        encoders = list(self._encoders.values())
-        counters = dict(self.counters) | {
-            "texts_encoded": sum(e.stats.encoded for e in encoders),
-            "texts_from_cache": sum(e.stats.cached for e in encoders),
-        }
+        counters = {k: v - before.get(k, 0) for k, v in self._totals().items()}
         scores = doc_scores if config.evaluation.view == "document" else chunk_scores
         latency_ms = 1000 * sum(self._cost.values()) / max(1, len(p.queries))
         share = self.truncation(p, config) if config.retrieval.mode != "bm25" else None
         return EvalResult(config, scores, chunk_scores, doc_scores, run, curve, timings, counters, latency_ms, share,
                           self._warnings(p, config, share), list(p.eval_set.dropped))  # fmt: skip
+
+    def _totals(self) -> dict[str, int]:
+        encoders = list(self._encoders.values())
+        return dict(self.counters) | {"texts_encoded": sum(e.stats.encoded for e in encoders),
+                                      "texts_from_cache": sum(e.stats.cached for e in encoders)}  # fmt: skip
 
     def truncation(self, p: Prepared, config: EvalConfig) -> float:
         """Share of chunks the dense model truncates, counted once per chunk set and model (cached)."""

@@ -95,10 +95,10 @@ def describe_sweep(result, objective: str) -> str:
         lines += ["", describe_verdict(result.verdict), ""]
     lines.append(f"{result.n_complete} complete trials in study {result.study_name!r}")
     if result.tracking_uri.startswith(("http://", "https://")):
-        lines.append(f"compare the trials in MLflow:  {trials_view_url(mask_url(result.tracking_uri), result.experiment_id)}")
+        lines.append(f"compare the trials in MLflow:  {trials_view_url(mask_url(result.tracking_uri), result.experiment_id, result.view_key)}")
     else:
         lines += [f"open the MLflow UI on this store:  {ui_command(mask_url(result.tracking_uri))}",
-                  f"  then compare the trials at  {trials_view_url('http://127.0.0.1:5000', result.experiment_id)}"]  # fmt: skip
+                  f"  then compare the trials at  {trials_view_url('http://127.0.0.1:5000', result.experiment_id, result.view_key)}"]  # fmt: skip
     if result.report_path is not None:
         lines.append(f"report: {result.report_path}")
     return "\n".join(lines)

@@ -183,6 +183,14 @@ def parse_search(data: dict | None, file: str) -> SearchConfig:
 
 def suggest(trial, search: SearchConfig, baseline: dict[str, Any]) -> dict[str, Any]:
     """Ask the trial for each active parameter; inactive ones are left out (they keep the baseline)."""
+    import warnings
+
+    with warnings.catch_warnings():  # a `below` bound makes ranges Optuna trims to the step, and says so
+        warnings.filterwarnings("ignore", message=".*range is not divisible by `step`.*")
+        return _suggest(trial, search, baseline)
+
+
+def _suggest(trial, search: SearchConfig, baseline: dict[str, Any]) -> dict[str, Any]:
     chosen: dict[str, Any] = {}
     for name, p in search.space.items():
         current = {**baseline, **chosen}

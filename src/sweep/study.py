@@ -34,7 +34,7 @@ from .space import (SearchConfig, check_objectives, check_space, check_study_nam
                     when_holds)
 from .storage import HOST_ATTR, PID_ATTR, embedded_stores, fail_dead_trials, open_study, sqlite_url, worker_identity
 from .render import dropped_lines, trial_lines
-from .tracking import Tracker, TrackingUnavailable, code_version, flatten
+from .tracking import Tracker, TrackingUnavailable, applicable, code_version, flatten, trials_view_state
 from .trials import KIND_ATTR, SESSION_ATTR, counts, fresh_params, is_surplus, space_size, twin_of
 from .verdict import best_trial
 from .workers import SESSION_ENV, AskLock, signal_all, spawn_workers, worker_label
@@ -161,11 +161,13 @@ class Sweep:
             trial.set_user_attr("duplicate_of", twin.number)
             trial.set_user_attr(KIND_ATTR, "duplicate")
             raise DuplicateTrial(f"repeats trial {twin.number}")
-        worker = f"{self.identity[HOST_ATTR]}:{self.identity[PID_ATTR]}"
-        run_id = self.guard.call(self.tracker.start_trial, self.parent_id, trial.number, params, self.search.objective,
-                             {"sweep.worker": worker})  # fmt: skip
-        trial.set_user_attr("mlflow_run_id", run_id)
         config = self.config_for(params)
+        flat = applicable(flatten(config.model_dump(mode="json", exclude={"source"})))
+        worker = f"{self.identity[HOST_ATTR]}:{self.identity[PID_ATTR]}"
+        run_id = self.guard.call(self.tracker.start_trial, self.parent_id, trial.number,
+                                 {k: v for k, v in params.items() if k in flat}, self.search.objective,
+                                 {"sweep.worker": worker})  # fmt: skip
+        trial.set_user_attr("mlflow_run_id", run_id)
         self.pipeline.label = f"{worker_label()}trial {trial.number}"
         metrics = [self.search.objective] + [m for m in self.search.extra_objectives if m != "latency_ms"]
         result = self.evaluate(trial, config, metrics, run_id)
@@ -252,6 +254,8 @@ class Sweep:
                                                                  "sweep.dataset_hash": tuning_set.content_hash})  # fmt: skip
         except TrackingUnavailable as e:
             raise SweepError(f"{self.tracking_option} {mask_url(self.tracking_uri)}: {e}") from None
+        extra = [m for m in self.search.extra_objectives]
+        self.view_key = self.guard.call(self.tracker.share_view, trials_view_state(list(self.search.space), extra))
         self.recover(study)
         c = counts(study)
         self.say(f"study {self.study_name!r}: {c.done} of {self.target} trials done"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, RunTag
 
 from .diagnostics import describe, diagnose
 from .errors import SweepError, mask_url
@@ -36,6 +36,38 @@ def flatten(data: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[key] = v
     return out
+
+
+def applicable(flat: dict[str, Any]) -> dict[str, Any]:
+    """The flat configuration without the settings that play no part in it (a dense model in a BM25
+    trial, fusion without two retrievers, a disabled reranker's model), so MLflow does not show them
+    as if they mattered.
+
+    Example:
+        >>> sorted(applicable({"retrieval.mode": "bm25", "retrieval.dense.model": "m", "retrieval.bm25.k1": 1}))
+        ['retrieval.bm25.k1', 'retrieval.mode']
+    """
+    mode = flat.get("retrieval.mode")
+    skip = []
+    if mode == "bm25":
+        skip += ["retrieval.dense.", "retrieval.fusion."]
+    elif mode == "dense":
+        skip += ["retrieval.bm25.", "retrieval.fusion."]
+    elif flat.get("retrieval.fusion.method") == "rrf":
+        skip += ["retrieval.fusion.alpha", "retrieval.fusion.normalization"]
+    elif flat.get("retrieval.fusion.method") == "linear":
+        skip += ["retrieval.fusion.rrf_k"]
+    if not flat.get("retrieval.rerank.enabled", True):
+        skip += [k for k in flat if k.startswith("retrieval.rerank.") and k != "retrieval.rerank.enabled"]
+    transform = flat.get("retrieval.query.transform")
+    skip += {"none": ["retrieval.query.rm3.", "retrieval.query.prf.", "retrieval.query.plugin", "retrieval.query.rrf_k"],
+             "rm3": ["retrieval.query.prf.", "retrieval.query.plugin", "retrieval.query.rrf_k"],
+             "dense_prf": ["retrieval.query.rm3.", "retrieval.query.plugin", "retrieval.query.rrf_k"],
+             "multi_query": ["retrieval.query.rm3.", "retrieval.query.prf.", "retrieval.query.plugin"],
+             "plugin": ["retrieval.query.rm3.", "retrieval.query.prf."]}.get(transform, [])  # fmt: skip
+    if flat.get("chunking.strategy") == "document":
+        skip += ["chunking.size", "chunking.overlap", "chunking.unit", "chunking.tokenizer"]
+    return {k: v for k, v in flat.items() if not any(k == p or (p.endswith(".") and k.startswith(p)) for p in skip)}
 
 
 def default_artifact_location(tracking_uri: str) -> str | None:
@@ -151,6 +183,17 @@ class Tracker:
     def offline(self) -> bool:
         return self.client.offline
 
+    def share_view(self, state: dict) -> str:
+        """Save a runs-table view (columns, filter, order) as MLflow's UI shares one: an experiment tag
+        ``mlflow.sharedViewState.<key>`` that the URL's ``viewStateShareKey`` names. Returns the key."""
+        import hashlib
+        import json
+
+        value = json.dumps(state, separators=(",", ":"), sort_keys=True)
+        key = "rag-sweep-" + hashlib.sha1(value.encode()).hexdigest()[:12]
+        self.client.set_experiment_tag(self.experiment_id, f"mlflow.sharedViewState.{key}", value)
+        return key
+
     def find_parent(self, study: str) -> str | None:
         """The study's parent run; with several (two workers racing at the start), the oldest."""
         found = self.client.search_runs([self.experiment_id], f"tags.`{PARENT_TAG}` = '{study}'",
@@ -192,15 +235,15 @@ class Tracker:
         if result is not None:
             config = result.config.model_dump(mode="json", exclude={"source"})
             logged = self._logged.pop(rid, set())
-            logged_params = [Param(k, str(v)[:6000]) for k, v in flatten(config).items() if k not in logged]
+            logged_params = [Param(k, str(v)[:6000]) for k, v in applicable(flatten(config)).items() if k not in logged]
             metrics += [Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in result.doc_scores.mean().items()]
             metrics += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in result.timings.items()]
-            metrics += [Metric(f"cache_{k}", float(v), now, 0) for k, v in result.counters.items()]
             if result.dense_truncated_share is not None:
                 metrics.append(Metric("dense_truncated_share", result.dense_truncated_share, now, 0))
             # one metric, one step per k: MLflow's chart of it is the recall@k curve
             metrics += [Metric("recall_curve", float(v), now, k) for k, v in enumerate(result.recall_curve, 1)]
-        self.log_batches(rid, metrics, logged_params)
+        tags = [RunTag(f"sweep.cache.{k}", str(v)) for k, v in result.counters.items()] if result is not None else []
+        self.log_batches(rid, metrics, logged_params, tags)  # counters are tags: they are not results to chart
         if result is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 tmp = Path(tmp)
@@ -211,11 +254,13 @@ class Tracker:
                                                                      result.config.retrieval.top_k)) + "\n")
                 self.client.log_artifacts(rid, str(tmp))
 
-    def log_batches(self, rid: str, metrics: list[Metric], params: list[Param] = ()) -> None:
-        """MLflow takes at most 1,000 metrics and 100 parameters per call."""
-        params = list(params)
+    def log_batches(self, rid: str, metrics: list[Metric], params: list[Param] = (), tags: list = ()) -> None:
+        """MLflow takes at most 1,000 metrics and 100 parameters or tags per call."""
+        params, tags = list(params), list(tags)
         for start in range(0, len(params), 100):
             self.client.log_batch(rid, params=params[start : start + 100])
+        for start in range(0, len(tags), 100):
+            self.client.log_batch(rid, tags=tags[start : start + 100])
         for start in range(0, len(metrics), 1000):
             self.client.log_batch(rid, metrics=metrics[start : start + 1000])
 
@@ -247,7 +292,8 @@ class Tracker:
         metrics = [Metric(mlflow_name(k), float(v), now, 0) for k, v in means.items()]
         metrics.append(Metric("objective", float(value), now, 0))
         logged = self._logged.pop(rid, set(params))
-        self.log_batches(rid, metrics, [Param(k, str(v)[:6000]) for k, v in flatten(config).items() if k not in logged])
+        self.log_batches(rid, metrics, [Param(k, str(v)[:6000]) for k, v in applicable(flatten(config)).items()
+                                        if k not in logged])  # fmt: skip
         return rid
 
     def finish_parent(self, parent_id: str, summary: dict[str, float], files: dict[str, bytes | str]) -> None:
@@ -261,12 +307,30 @@ class Tracker:
         self.client.set_terminated(parent_id, "FINISHED")
 
 
-def trials_view_url(server: str, experiment_id: str) -> str:
-    """The experiment's trials, flat (the parent filtered out) and best objective first."""
+ONLY_TRIALS = "tags.`sweep.trial` LIKE '%'"  # the parent filtered out
+
+
+def trials_view_state(searched: list[str], metrics: list[str] = ()) -> dict:
+    """The MLflow runs view of a study: its trials, best objective first, with the objective, the other
+    objectives and every searched parameter as columns (MLflow shows no metric or parameter by default)."""
+    columns = ["metrics.`objective`", *(f"metrics.`{mlflow_name(m)}`" for m in metrics)]
+    return {"searchFilter": ONLY_TRIALS, "orderByKey": "metrics.`objective`", "orderByAsc": False,
+            "selectedColumns": columns + [f"params.`{p}`" for p in searched]}  # fmt: skip
+
+
+def trials_view_url(server: str, experiment_id: str, share_key: str | None = None) -> str:
+    """Where to compare the trials: the study's shared view (see :meth:`Tracker.share_view`) when it was
+    saved, else the trials filtered and sorted by objective.
+
+    Example:
+        >>> trials_view_url("http://127.0.0.1:5000", "1", "a1b2")
+        'http://127.0.0.1:5000/#/experiments/1/runs?viewStateShareKey=a1b2'
+    """
     from urllib.parse import quote
 
-    only_trials = quote("tags.`sweep.trial` LIKE '%'")
-    query = f"searchFilter={only_trials}&orderByKey={quote('metrics.`objective`')}&orderByAsc=false"
+    if share_key:
+        return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={share_key}"
+    query = f"searchFilter={quote(ONLY_TRIALS)}&orderByKey={quote('metrics.`objective`')}&orderByAsc=false"
     return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
 
 

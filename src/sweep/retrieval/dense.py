@@ -11,13 +11,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from ..cache import RowStore, content_key, text_key
 from ..config import DenseConfig
-from ..models import describe_load_failure, model_identity, resolve_model
+from ..models import check_hub_model, describe_load_failure, model_identity, resolve_model
 from .results import StageResult, top_k
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,11 @@ def load_sentence_transformer(name: str, max_seq_length: int | None = None):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars say nothing a user needs
+    resolved = resolve_model(name)
+    if resolved == name and not Path(name).expanduser().exists():
+        check_hub_model(name)  # seconds, not a minute and a half of download retries
     try:
-        model = SentenceTransformer(resolve_model(name), device="cpu")
+        model = SentenceTransformer(resolved, device="cpu")
     except Exception as e:  # noqa: BLE001 - any loading failure becomes a config error naming the model
         raise describe_load_failure(name, e) from e
     if max_seq_length:

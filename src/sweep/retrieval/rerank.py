@@ -19,13 +19,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from ..cache import RowStore, content_key, text_key
 from ..config import DenseConfig, RerankConfig
-from ..models import describe_load_failure, model_identity, resolve_model
+from ..models import (
+    check_hub_model,
+    describe_load_failure,
+    model_identity,
+    resolve_model,
+)
 from .dense import Encoder, load_sentence_transformer
 from .results import StageResult
 
@@ -34,8 +40,11 @@ from .results import StageResult
 def load_cross_encoder(name: str):
     from sentence_transformers import CrossEncoder
 
+    resolved = resolve_model(name)
+    if resolved == name and not Path(name).expanduser().exists():
+        check_hub_model(name)
     try:
-        return CrossEncoder(resolve_model(name), device="cpu")
+        return CrossEncoder(resolved, device="cpu")
     except Exception as e:  # noqa: BLE001
         raise describe_load_failure(name, e) from e
 
