@@ -232,3 +232,13 @@ def test_a_hub_model_that_cannot_load_fails_in_seconds(folder, monkeypatch):
     assert proc.returncode == 2 and time.monotonic() - started < 45, proc.stderr
     assert "retrieval.dense.model: cannot load model 'no-such-org/no-such-model': it is not in the local Hugging " \
            "Face cache and the hub cannot be reached" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_an_objective_typo_leaves_the_study_untouched_and_the_corrected_command_runs_it(folder, capsys):
+    (folder / "c.yaml").write_text(yaml.safe_dump(base(folder)))
+    runs = folder / "runs"
+    assert main(["sweep", str(folder / "c.yaml"), "search.objective=NDCG@2", "--runs-dir", str(runs)]) == 2
+    assert "search.objective: 'NDCG@2' is not how results name it: write 'ndcg@2'" in capsys.readouterr().err
+    assert not (runs / "c" / "optuna.db").exists()  # refused at start: no trial ran, none failed
+    assert main(["sweep", str(folder / "c.yaml"), "search.objective=ndcg@2", "--runs-dir", str(runs)]) == 0
+    assert "2 complete trials in study 'c'" in capsys.readouterr().out

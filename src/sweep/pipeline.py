@@ -258,7 +258,7 @@ class Pipeline:
 
         def search(queries: list[str], allowed) -> StageResult:
             encoder = self._encoder(c)
-            what = f"embedding {len(p.index_texts):,} chunks with {c.model}"
+            what = f"embedding chunks with {c.model}"
             label = f"{self.label}: {what}" if self.label else what
             docs = encoder.encode(p.index_texts, c.document_prefix, progress=label if self.progress else None)
             vectors = encoder.encode(queries, c.query_prefix)
@@ -287,6 +287,7 @@ class Pipeline:
             if k not in self._rerankers:
                 self._rerankers[k] = Reranker(r.rerank, self.cache_dir)
             reranker = self._rerankers[k]
+            reranker.label = self.label
             before = reranker.scored
             first = reranker.rerank(p.queries, p.index_texts, first)
             self.counters["rerank_pairs_scored"] += reranker.scored - before

@@ -55,6 +55,7 @@ class Reranker:
     cache_dir: str
     scored: int = 0  # pairs that went to the model (cache misses)
     reused: int = 0
+    label: str = ""  # what its progress bars are for, e.g. "trial 7"
     _store: RowStore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -86,18 +87,25 @@ class Reranker:
 
     def _score(self, queries: list[str], texts: list[str]) -> np.ndarray:
         kind = self.config.kind
+        what = f"reranking with {self.config.model}"
+        progress = f"{self.label}: {what}" if self.label else what
         if kind == "cross_encoder":
             model = load_cross_encoder(self.config.model)
             pairs = list(zip(queries, texts))
-            return np.asarray(
-                model.predict(pairs, batch_size=self.config.batch_size, show_progress_bar=len(pairs) > 256),
-                dtype=np.float32,
-            ).reshape(-1)
+            step = self.config.batch_size * 8
+            out = []
+            with tqdm(total=len(pairs), desc=progress, unit="pair", disable=len(pairs) <= step, leave=False) as bar:
+                for start in range(0, len(pairs), step):
+                    batch = pairs[start : start + step]
+                    out.append(np.asarray(model.predict(batch, batch_size=self.config.batch_size, show_progress_bar=False),
+                                          dtype=np.float32).reshape(-1))  # fmt: skip
+                    bar.update(len(batch))
+            return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
         if kind == "bi_encoder":
             encoder = Encoder(DenseConfig(model=self.config.model, batch_size=self.config.batch_size,
                                           max_seq_length=self.config.max_seq_length), self.cache_dir)  # fmt: skip
             q = encoder.encode(queries)
-            d = encoder.encode(texts, progress="rerank")
+            d = encoder.encode(texts, progress=progress)
             return (q * d).sum(axis=1).astype(np.float32)
         return self._maxsim(queries, texts)
 
