@@ -159,5 +159,9 @@ def test_passwords_in_urls_are_never_printed_or_logged(fixture_config, tmp_path,
         client = mlflow.MlflowClient(result.tracking_uri)
         runs = client.search_runs([result.experiment_id])
         assert not [r for r in runs if "s3cret" in str(r.data.tags) + str(r.data.params)]
+        from sweep.study import Sweep
+
+        workers = Sweep(fixture_config, runs_dir=tmp_path / "runs", storage=secret, workers=2, quiet=True)
+        assert "s3cret" not in " ".join(workers.worker_argv())  # spawned workers get it in the environment, not argv
     finally:
         drop()

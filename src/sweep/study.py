@@ -37,7 +37,7 @@ from .render import dropped_lines, trial_lines
 from .tracking import Tracker, TrackingUnavailable, applicable, code_version, flatten, trials_view_state
 from .trials import KIND_ATTR, SESSION_ATTR, counts, fresh_params, is_surplus, space_size, twin_of
 from .verdict import best_trial
-from .workers import SESSION_ENV, AskLock, signal_all, spawn_workers, worker_label
+from .workers import SESSION_ENV, STORAGE_ENV, TRACKING_ENV, AskLock, signal_all, spawn_workers, worker_label
 
 REPEAT_LIMIT = 100  # proposals in a row that repeat evaluated configurations: the space is exhausted
 
@@ -61,6 +61,8 @@ class Sweep:
         self.path = Path(path)
         self.overrides = list(overrides)
         self.workers, self.worker_only = workers, worker_only
+        if worker_only:  # a spawned worker: its parent's URLs, passed in the environment
+            storage, tracking_uri = storage or os.environ.get(STORAGE_ENV), tracking_uri or os.environ.get(TRACKING_ENV)
         data = apply_overrides(read_yaml(self.path), list(overrides), str(self.path))
         self.search = parse_search(data.pop("search", None), str(self.path))
         self.data = data  # any other top-level key is an error in build_config (a stray `study:` too)
@@ -273,7 +275,8 @@ class Sweep:
                          f"{self.space_total}, not {self.trials}")  # fmt: skip
         self._done = c.done
         self._stop_requested = False
-        self._procs = spawn_workers(self.workers - 1, self.worker_argv(), self.session) if self.workers > 1 else []
+        self._procs = (spawn_workers(self.workers - 1, self.worker_argv(), self.session, self.storage, self.tracking_uri)
+                       if self.workers > 1 else [])  # fmt: skip
         interrupted = False
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         in_main = threading.current_thread() is threading.main_thread()
@@ -309,8 +312,9 @@ class Sweep:
             self.say("recovered: " + "; ".join(parts + ([fixed.describe()] if fixed else [])))
 
     def worker_argv(self) -> list[str]:
-        argv = [str(self.path), *self.overrides, "--storage", self.storage, "--study", self.study_name,
-                "--tracking-uri", self.tracking_uri, "--trials", str(self.trials), "--runs-dir", str(self.runs_dir)]  # fmt: skip
+        # the URLs travel in the environment (URLS_ENV), not on the command line, where `ps` shows any password
+        argv = [str(self.path), *self.overrides, "--study", self.study_name, "--trials", str(self.trials),
+                "--runs-dir", str(self.runs_dir)]  # fmt: skip
         if self.timeout:
             argv += ["--timeout", str(self.timeout)]
         return argv + (["--lenient"] if self.lenient else [])

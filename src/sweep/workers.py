@@ -18,6 +18,7 @@ from pathlib import Path
 
 WORKER_ENV = "RAG_SWEEP_WORKER"  # the worker's number, 2.. for spawned copies
 SESSION_ENV = "RAG_SWEEP_SESSION"  # one id for the processes of one command, for the failed-trial count
+STORAGE_ENV, TRACKING_ENV = "RAG_SWEEP_STORAGE", "RAG_SWEEP_TRACKING_URI"  # kept off the command line (passwords)
 
 
 class AskLock:
@@ -54,11 +55,11 @@ def worker_number() -> int | None:
     return int(n) if n and n.isdigit() else None
 
 
-def spawn_workers(n: int, argv: list[str], session: str) -> list[subprocess.Popen]:
+def spawn_workers(n: int, argv: list[str], session: str, storage: str, tracking_uri: str) -> list[subprocess.Popen]:
     """Start ``n`` worker copies of this sweep; they share the study, the caches and the terminal."""
     procs = []
     for i in range(n):
-        env = {**os.environ, WORKER_ENV: str(i + 2), SESSION_ENV: session}
+        env = {**os.environ, WORKER_ENV: str(i + 2), SESSION_ENV: session, STORAGE_ENV: storage, TRACKING_ENV: tracking_uri}
         procs.append(subprocess.Popen([sys.executable, "-m", "sweep", "sweep", *argv, "--worker-only"], env=env))
     return procs
 
@@ -69,4 +70,4 @@ def signal_all(procs: list[subprocess.Popen], signum: int) -> None:
             p.send_signal(signum)
 
 
-__all__ = ["AskLock", "SESSION_ENV", "signal_all", "spawn_workers", "worker_label", "worker_number"]
+__all__ = ["AskLock", "SESSION_ENV", "STORAGE_ENV", "TRACKING_ENV", "signal_all", "spawn_workers", "worker_label", "worker_number"]
