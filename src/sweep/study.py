@@ -330,6 +330,7 @@ class Sweep:
             self._reconnect(study)
             lock.acquire()  # held from "is another trial needed?" until the trial exists (_guarded releases it)
             try:
+                fail_dead_trials(study, self.search.retries)  # a local worker that died: at once, not after the grace
                 c = counts(study, self.session)
                 if c.done >= self.target:
                     if self.target < self.trials and not self.worker_only:
