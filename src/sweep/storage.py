@@ -27,7 +27,7 @@ from .space import SearchConfig, grid
 from .trials import worker_seed
 from .workers import AskLock, worker_number
 
-HOST_ATTR, PID_ATTR, START_ATTR = "worker.host", "worker.pid", "worker.started"
+HOST_ATTR, PID_ATTR, START_ATTR, TRIAL_ATTR = "worker.host", "worker.pid", "worker.started", "worker.trial"
 
 
 def embedded_stores(study: str, runs_dir: Path) -> tuple[Path, Path]:
@@ -114,6 +114,8 @@ def _dead_here(trial: optuna.trial.FrozenTrial) -> bool:
     attrs = trial.user_attrs
     if attrs.get(HOST_ATTR) != socket.gethostname() or PID_ATTR not in attrs:
         return False
+    if attrs.get(TRIAL_ATTR) != trial.number:
+        return False  # a retry copy still carries the dead worker's pid until its new worker stamps it
     started = process_start(int(attrs[PID_ATTR]))
     return started is None or (started != "unknown" and started != attrs.get(START_ATTR))
 

@@ -32,7 +32,7 @@ from .pipeline import Pipeline, load_dataset, merge_results
 from .reconcile import TrackingGuard
 from .space import (SearchConfig, check_objectives, check_space, check_study_name, default_study_name, parse_search, suggest,
                     when_holds)
-from .storage import HOST_ATTR, PID_ATTR, embedded_stores, fail_dead_trials, open_study, sqlite_url, worker_identity
+from .storage import HOST_ATTR, PID_ATTR, TRIAL_ATTR, embedded_stores, fail_dead_trials, open_study, sqlite_url, worker_identity
 from .render import dropped_lines, trial_lines
 from .tracking import Tracker, TrackingUnavailable, applicable, code_version, flatten, trials_view_state
 from .trials import KIND_ATTR, SESSION_ATTR, counts, fresh_params, is_surplus, space_size, twin_of
@@ -384,7 +384,8 @@ class Sweep:
             trial.set_user_attr(KIND_ATTR, "surplus")
             raise SweepError("surplus: the study reached its count while this trial started")
         stale = {k: None for k in ("error", KIND_ATTR, "mlflow_run_id", "means") if k in trial.user_attrs}
-        for key, value in {**self.identity, SESSION_ATTR: self.session, **stale}.items():  # a retry copies attrs
+        # the trial number last: until it is set, a retry copy's old (dead) pid is not taken for this trial's
+        for key, value in {**self.identity, SESSION_ATTR: self.session, **stale, TRIAL_ATTR: trial.number}.items():
             trial.set_user_attr(key, value)
         try:
             return self.objective(trial)
