@@ -97,8 +97,8 @@ def wait_for_running_trial(storage: str, predicate, timeout: float = 120) -> opt
 
 
 def test_a_worker_killed_mid_trial_is_failed_retried_and_the_study_completes(fixture_config, tmp_path, postgres_url):
-    slow_trials(fixture_config)  # 24 trials: enough that the main worker cannot finish before the second starts
-    main = subprocess.Popen(sweep_command(fixture_config, "--workers", "2", "--trials", "24", "--storage", postgres_url),
+    slow_trials(fixture_config)  # 48 trials: enough that the main worker cannot finish before the second starts
+    main = subprocess.Popen(sweep_command(fixture_config, "--workers", "2", "--trials", "48", "--storage", postgres_url),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     victim = wait_for_running_trial(postgres_url, lambda t: t.user_attrs["worker.pid"] != main.pid and t.params)
     os.kill(victim.user_attrs["worker.pid"], signal.SIGKILL)
@@ -109,8 +109,8 @@ def test_a_worker_killed_mid_trial_is_failed_retried_and_the_study_completes(fix
     assert killed.state == TrialState.FAIL and "died" in killed.user_attrs["error"]
     retry = [t for t in study.trials if t.system_attrs.get("failed_trial") == victim.number]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == killed.params
-    assert len([t for t in study.trials if t.state == TrialState.COMPLETE]) == 24
-    assert_consistent(postgres_url, f"sqlite:///{tmp_path / 'runs/mlflow.db'}", 24)
+    assert len([t for t in study.trials if t.state == TrialState.COMPLETE]) == 48
+    assert_consistent(postgres_url, f"sqlite:///{tmp_path / 'runs/mlflow.db'}", 48)
     _, children = children_of(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
     dead_run = [c for c in children if c.data.tags["sweep.trial"] == str(victim.number)]
     assert [r.info.status for r in dead_run] in ([], ["KILLED"])
