@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import optuna
 import pytest
 import yaml
 
+from conftest import TOPICS
 from sweep.study import run_sweep
 
 TrialState = optuna.trial.TrialState
@@ -96,12 +99,47 @@ def wait_for_running_trial(storage: str, predicate, timeout: float = 120) -> opt
     pytest.fail("no trial started in time")
 
 
+def kill_inside_a_trial(storage: str, main_pid: int, timeout: float = 300) -> optuna.trial.FrozenTrial:
+    """SIGKILL the second worker while it is provably inside a trial, however short its trials are.
+
+    Polling for a RUNNING trial races the worker (a warm trial lasts milliseconds); instead the worker
+    is frozen with SIGSTOP, its state read, and it is either killed (inside a stamped trial with its
+    parameters drawn) or thawed to run a little further.
+    """
+    pid = wait_for_running_trial(storage, lambda t: t.user_attrs["worker.pid"] != main_pid).user_attrs["worker.pid"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        os.kill(pid, signal.SIGSTOP)
+        study = optuna.load_study(study_name="sweep", storage=storage)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.user_attrs.get("worker.pid") == pid and t.user_attrs.get("worker.trial") == t.number and t.params:
+                os.kill(pid, signal.SIGKILL)
+                return t
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    pytest.fail("the second worker was never caught inside a trial")
+
+
+def seconds_long_trials(config: Path, n_docs: int = 60) -> Path:
+    """Trials that each encode about a hundred new chunks (seconds, not milliseconds, even on a loaded machine),
+    so the first worker cannot finish the study before a spawned one has started."""
+    slow_trials(config)
+    rng = random.Random(0)
+    words = " ".join(TOPICS.values()).split()
+    with (config.parent / "data/corpus.jsonl").open("a") as corpus:
+        for i in range(n_docs):
+            corpus.write("\n" + json.dumps({"id": f"filler-{i}", "text": " ".join(rng.choices(words, k=80))}))
+    data = yaml.safe_load(config.read_text())
+    data["search"]["space"] = {"chunking.size": {"int": [20, 60]}}  # 41 distinct chunkings, each new to the cache
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    return config
+
+
 def test_a_worker_killed_mid_trial_is_failed_retried_and_the_study_completes(fixture_config, tmp_path, postgres_url):
-    slow_trials(fixture_config)  # 48 trials: enough that the main worker cannot finish before the second starts
-    main = subprocess.Popen(sweep_command(fixture_config, "--workers", "2", "--trials", "48", "--storage", postgres_url),
+    seconds_long_trials(fixture_config)
+    main = subprocess.Popen(sweep_command(fixture_config, "--workers", "2", "--trials", "16", "--storage", postgres_url),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    victim = wait_for_running_trial(postgres_url, lambda t: t.user_attrs["worker.pid"] != main.pid and t.params)
-    os.kill(victim.user_attrs["worker.pid"], signal.SIGKILL)
+    victim = kill_inside_a_trial(postgres_url, main.pid)
     out = main.communicate(timeout=600)[0]
     assert main.returncode == 0, out[-4000:]
     study = optuna.load_study(study_name="sweep", storage=postgres_url)
@@ -109,8 +147,8 @@ def test_a_worker_killed_mid_trial_is_failed_retried_and_the_study_completes(fix
     assert killed.state == TrialState.FAIL and "died" in killed.user_attrs["error"]
     retry = [t for t in study.trials if t.system_attrs.get("failed_trial") == victim.number]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == killed.params
-    assert len([t for t in study.trials if t.state == TrialState.COMPLETE]) == 48
-    assert_consistent(postgres_url, f"sqlite:///{tmp_path / 'runs/mlflow.db'}", 48)
+    assert len([t for t in study.trials if t.state == TrialState.COMPLETE]) == 16
+    assert_consistent(postgres_url, f"sqlite:///{tmp_path / 'runs/mlflow.db'}", 16)
     _, children = children_of(f"sqlite:///{tmp_path / 'runs/mlflow.db'}")
     dead_run = [c for c in children if c.data.tags["sweep.trial"] == str(victim.number)]
     assert [r.info.status for r in dead_run] in ([], ["KILLED"])
