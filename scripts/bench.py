@@ -93,6 +93,7 @@ def bench_metrics(n_q: int) -> dict:
         "metrics_vs_pytrec_eval": t_pytrec / t_ours,
         "agree_with_pytrec_eval": bool(agree),
     }
+    result |= bench_public_score(qrels, run_dict, ours_metrics, trec_measures, t_pytrec)
     try:
         from ranx import Qrels, Run
         from ranx import evaluate as ranx_evaluate
@@ -111,6 +112,37 @@ def bench_metrics(n_q: int) -> dict:
         + f"; values agree with pytrec_eval: {agree}"
     )
     return result
+
+
+def bench_public_score(qrels: dict, run: dict, metrics: list[str], trec_measures: set[str], t_pytrec: float) -> dict:
+    """``sweep.score`` from the same dicts pytrec_eval takes, and from TREC files against pytrec_eval
+    reading the same files (its own parsers), both to per-question values for the same 7 measures."""
+    import tempfile
+
+    import pytrec_eval
+
+    from sweep import score
+
+    t_dicts = best_of(lambda: score(qrels, run, metrics))
+    with tempfile.TemporaryDirectory() as tmp:
+        q_path, r_path = Path(tmp) / "qrels.txt", Path(tmp) / "run.txt"
+        q_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
+        r_path.write_text("".join(f"{q} Q0 {d} 0 {s!r} x\n" for q, docs in run.items() for d, s in docs.items()))
+
+        def pytrec_files():
+            with open(q_path) as fq, open(r_path) as fr:
+                q, r = pytrec_eval.parse_qrel(fq), pytrec_eval.parse_run(fr)
+            return pytrec_eval.RelevanceEvaluator(q, trec_measures).evaluate(r)
+
+        t_files = best_of(lambda: score(q_path, r_path, metrics))
+        t_pytrec_files = best_of(pytrec_files)
+    out = {"score_dicts_s": t_dicts, "metrics_dicts_vs_pytrec_eval": t_pytrec / t_dicts,
+           "score_files_s": t_files, "pytrec_eval_files_s": t_pytrec_files,
+           "metrics_files_vs_pytrec_eval": t_pytrec_files / t_files}  # fmt: skip
+    print(f"sweep.score from dicts {t_dicts * 1000:.0f} ms vs pytrec_eval {t_pytrec * 1000:.0f} ms "
+          f"-> {out['metrics_dicts_vs_pytrec_eval']:.2f}x; from TREC files {t_files * 1000:.0f} ms vs "
+          f"{t_pytrec_files * 1000:.0f} ms -> {out['metrics_files_vs_pytrec_eval']:.2f}x")  # fmt: skip
+    return out
 
 
 def scifact_texts():

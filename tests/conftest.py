@@ -196,3 +196,22 @@ def stop_server(server) -> None:
     except ProcessLookupError:
         pass
     server.wait(timeout=30)
+
+
+def write_scifact_slice(shared_data: Path, folder: Path, n_train: int = 30, n_test: int = 30, n_other: int = 120) -> Path:
+    """A native eval set cut from SciFact: train and test questions (its own splits), their relevant
+    abstracts and ``n_other`` distractors. Document labels, so a run file over document ids is exact."""
+    from sweep.data import load_beir
+
+    picked = []
+    for split, n in (("train", n_train), ("test", n_test)):
+        picked += [(split, q) for q in load_beir(shared_data / "scifact", split).questions[:n]]
+    full = load_beir(shared_data / "scifact", "test")
+    wanted = {e.doc_id for _, q in picked for e in q.evidence}
+    docs = [d for d in full.documents if d.id in wanted] + [d for d in full.documents[:n_other] if d.id not in wanted]
+    folder.mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) for d in docs))
+    (folder / "questions.jsonl").write_text("\n".join(
+        json.dumps({"id": q.id, "text": q.text, "split": split,
+                    "evidence": [{"doc_id": e.doc_id, "grade": e.grade} for e in q.evidence]}) for split, q in picked))  # fmt: skip
+    return folder

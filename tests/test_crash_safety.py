@@ -13,11 +13,11 @@ import mlflow
 import optuna
 import pytest
 import yaml
-from conftest import ROOT, create_database, free_port, start_mlflow_server, stop_server
-from test_workers import assert_consistent, children_of, slow_trials, sweep_command
 
+from conftest import ROOT, create_database, free_port, start_mlflow_server, stop_server
 from sweep.errors import SweepError
 from sweep.study import run_sweep
+from test_workers import assert_consistent, children_of, slow_trials, sweep_command
 
 TrialState = optuna.trial.TrialState
 
@@ -165,3 +165,14 @@ def test_passwords_in_urls_are_never_printed_or_logged(fixture_config, tmp_path,
         assert "s3cret" not in " ".join(workers.worker_argv())  # spawned workers get it in the environment, not argv
     finally:
         drop()
+
+
+def test_a_finished_sweep_leaves_no_database_connection_open(fixture_config, tmp_path, postgres_url):
+    """A notebook runs sweep after sweep: each used to keep its pool's connections until PostgreSQL refused more."""
+    import psycopg
+
+    run_sweep(fixture_config, runs_dir=tmp_path / "runs", quiet=True, trials=3, storage=postgres_url)
+    database = postgres_url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url.rsplit("/", 1)[0] + "/test", autocommit=True) as admin:
+        open_ = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database,)).fetchone()[0]
+    assert open_ == 0

@@ -6,7 +6,6 @@ import json
 import sys
 from collections import Counter
 
-
 from conftest import ROOT
 from sweep.config import load_config
 from sweep.data.python_reference import BUNDLED_QUESTIONS, load_python_reference

@@ -192,7 +192,7 @@ def test_config_with_a_bom_bad_bytes_or_duplicate_keys(bom, cut, junk, repeated)
 @given(st.booleans(), st.binary(max_size=40), st.booleans())
 def test_eval_set_and_trec_files_with_a_bom_or_bad_bytes(bom, junk, lenient):
     """With a BOM the first record keeps its id; bytes that are not UTF-8 are an error naming a line."""
-    from sweep.metrics.trec import score_trec
+    from sweep.metrics.trec import score
 
     head = BOM if bom else b""
     corpus = head + b'{"id": "d1", "text": "Lists are mutable."}\n' + junk
@@ -206,7 +206,7 @@ def test_eval_set_and_trec_files_with_a_bom_or_bad_bytes(bom, junk, lenient):
         (Path(tmp) / "q.txt").write_bytes(head + b"q1 0 d1 1\n")
         (Path(tmp) / "r.txt").write_bytes(head + b"q1 Q0 d1 1 1.0 t\n" + junk)
         try:
-            scores = score_trec(Path(tmp) / "q.txt", Path(tmp) / "r.txt", ["mrr"])
+            scores = score(Path(tmp) / "q.txt", Path(tmp) / "r.txt", ["mrr"])
             assert scores.question_ids == ["q1"]
         except SweepError as e:
             assert junk and "r.txt" in str(e)

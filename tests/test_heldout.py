@@ -8,8 +8,8 @@ import mlflow
 import optuna
 import pytest
 import yaml
-from browser import Browser
 
+from browser import Browser
 from sweep.cli import main
 from sweep.config import DatasetConfig, HoldoutPart, load_config
 from sweep.data import Question

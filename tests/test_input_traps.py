@@ -17,7 +17,7 @@ from sweep.cli import main
 from sweep.config import load_config
 from sweep.data import load_beir, load_native, load_span_csv
 from sweep.errors import DataError
-from sweep.metrics.trec import read_qrels, read_run, score_trec
+from sweep.metrics.trec import read_qrels, read_run, score
 from sweep.pipeline import Pipeline
 
 BOM = b"\xef\xbb\xbf"
@@ -47,7 +47,7 @@ def test_a_bom_never_sticks_to_the_first_id(tmp_path):
     write(tmp_path / "q.txt", "q1 0 d1 1\nq2 0 d2 1\n", bom=True)
     write(tmp_path / "r.txt", "q1 Q0 d1 1 2.0 t\nq2 Q0 d9 1 1.0 t\nq2 Q0 d2 2 0.5 t\n", bom=True)
     assert read_qrels(tmp_path / "q.txt").qid[0] == "q1" and read_run(tmp_path / "r.txt").qid[0] == "q1"
-    scores = score_trec(tmp_path / "q.txt", tmp_path / "r.txt", ["mrr"])
+    scores = score(tmp_path / "q.txt", tmp_path / "r.txt", ["mrr"])
     assert scores.question_ids == ["q1", "q2"] and scores.values["mrr"].tolist() == [1.0, 0.5]  # q1 not skipped
 
     eval_set = load_native(native(tmp_path / "n", [Q1, Q2], bom=True))
@@ -87,7 +87,7 @@ def test_non_utf8_trec_and_csv_files(tmp_path):
     write(tmp_path / "q.txt", "q1 0 d1 1\n")
     (tmp_path / "r.txt").write_bytes(b"q1 Q0 d1 1 2.0 t\nq1 Q0 d\xff 2 1.0 t\n")
     with pytest.raises(DataError, match=r"r.txt:2: not UTF-8"):
-        score_trec(tmp_path / "q.txt", tmp_path / "r.txt", ["mrr"])
+        score(tmp_path / "q.txt", tmp_path / "r.txt", ["mrr"])
     (tmp_path / "c.csv").write_bytes(b"question,references,corpus_id\n\x93smart\x94,[],c1\n")
     with pytest.raises(DataError, match=r"c.csv:2: not UTF-8"):
         load_span_csv(tmp_path / "c.csv")

@@ -24,8 +24,8 @@ def fixed10(eval_set: EvalSet) -> ChunkSet:
     return chunk_corpus(eval_set, ChunkingConfig("fixed", 10, 0, "chars"))  # chunk i = [10i, 10i+10)
 
 
-def hit_chunks(eval_set, chunks, rule=HitRule()):
-    labels = resolve_labels(eval_set, chunks, rule)
+def hit_chunks(eval_set, chunks, rule=None):
+    labels = resolve_labels(eval_set, chunks, rule or HitRule())
     return sorted(int(k % labels.n_chunks) for k in labels.pair_key)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import mlflow
 import optuna
 import pytest
+
 from browser import Browser
 from conftest import ROOT, create_database, free_port, start_mlflow_server, stop_server, write_fixture_config
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sweep.config import BM25Config, FusionConfig, RerankConfig
-from sweep.pipeline import document_run
+from sweep.result import document_run
 from sweep.retrieval import Reranker, StageResult, bm25_search, fuse, top_k
 from sweep.retrieval.bm25 import Analyzer, RankBM25, SparseBM25
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import mlflow
 import optuna
 import pytest
@@ -12,6 +11,7 @@ from sweep.config import load_config
 from sweep.errors import ConfigError
 from sweep.pipeline import Pipeline
 from sweep.study import Sweep, run_sweep
+
 
 def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     runs = tmp_path / "runs"

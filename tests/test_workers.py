@@ -85,32 +85,40 @@ def test_two_workers_on_the_embedded_sqlite_stores(fixture_config, tmp_path):
     assert_consistent(f"sqlite:///{tmp_path / 'runs/sweep/optuna.db'}", f"sqlite:///{tmp_path / 'runs/mlflow.db'}", 16)
 
 
-def wait_for_running_trial(storage: str, predicate, timeout: float = 120) -> optuna.trial.FrozenTrial:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_running_trial(storage: str, predicate, timeout: float = 120,
+                           proc: subprocess.Popen | None = None) -> optuna.trial.FrozenTrial:  # fmt: skip
+    deadline, last_error = time.monotonic() + timeout, None
+    store = optuna.storages.get_storage(storage)  # one engine: a new one per poll would use up PostgreSQL's clients
+    while time.monotonic() < deadline and (proc is None or proc.poll() is None):
         try:
-            study = optuna.load_study(study_name="sweep", storage=storage)
+            study = optuna.load_study(study_name="sweep", storage=store)
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 if "worker.pid" in t.user_attrs and predicate(t):
                     return t
-        except (KeyError, Exception):  # the study may not exist yet
-            pass
+        except Exception as e:  # the study may not exist yet
+            last_error = e
         time.sleep(0.05)
-    pytest.fail("no trial started in time")
+    if proc is not None:
+        proc.kill()
+        pytest.fail(f"no trial started in time (last error reading the study: {last_error!r}); the sweep printed:\n"
+                    + proc.communicate()[0][-3000:])  # fmt: skip
+    pytest.fail(f"no trial started in time (last error reading the study: {last_error!r})")
 
 
-def kill_inside_a_trial(storage: str, main_pid: int, timeout: float = 300) -> optuna.trial.FrozenTrial:
+def kill_inside_a_trial(storage: str, main: subprocess.Popen, timeout: float = 300) -> optuna.trial.FrozenTrial:
     """SIGKILL the second worker while it is provably inside a trial, however short its trials are.
 
     Polling for a RUNNING trial races the worker (a warm trial lasts milliseconds); instead the worker
     is frozen with SIGSTOP, its state read, and it is either killed (inside a stamped trial with its
     parameters drawn) or thawed to run a little further.
     """
-    pid = wait_for_running_trial(storage, lambda t: t.user_attrs["worker.pid"] != main_pid).user_attrs["worker.pid"]
+    second = wait_for_running_trial(storage, lambda t: t.user_attrs["worker.pid"] != main.pid, proc=main)
+    pid = second.user_attrs["worker.pid"]
     deadline = time.monotonic() + timeout
+    store = optuna.storages.get_storage(storage)
     while time.monotonic() < deadline:
         os.kill(pid, signal.SIGSTOP)
-        study = optuna.load_study(study_name="sweep", storage=storage)
+        study = optuna.load_study(study_name="sweep", storage=store)
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             if t.user_attrs.get("worker.pid") == pid and t.user_attrs.get("worker.trial") == t.number and t.params:
                 os.kill(pid, signal.SIGKILL)
@@ -139,7 +147,7 @@ def test_a_worker_killed_mid_trial_is_failed_retried_and_the_study_completes(fix
     seconds_long_trials(fixture_config)
     main = subprocess.Popen(sweep_command(fixture_config, "--workers", "2", "--trials", "16", "--storage", postgres_url),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    victim = kill_inside_a_trial(postgres_url, main.pid)
+    victim = kill_inside_a_trial(postgres_url, main)
     out = main.communicate(timeout=600)[0]
     assert main.returncode == 0, out[-4000:]
     study = optuna.load_study(study_name="sweep", storage=postgres_url)

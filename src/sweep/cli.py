@@ -2,10 +2,11 @@
 
     python -m sweep CONFIG [key=value ...] [--trials N] [--timeout S] [--storage URL]
                     [--study NAME] [--tracking-uri URI]   the sweep (Optuna + MLflow)
-    python -m sweep eval CONFIG [key=value ...] [--json OUT]
+    python -m sweep eval CONFIG [key=value ...] [--json OUT] [--run OUT]
     python -m sweep score --qrels FILE --run FILE [--k 1,3,5,10] [--json OUT]
     python -m sweep compare A B [--json OUT]     A, B: result files or MLflow run ids
     python -m sweep report STUDY [--out FILE]    the study's HTML report
+    python -m sweep export STUDY --out DIR       best_config.yaml and scripts that load it
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from .errors import SweepError
 from .render import describe_result, metrics_table
 
-SUBCOMMANDS = ("eval", "score", "sweep", "compare", "report")
+SUBCOMMANDS = ("eval", "score", "sweep", "compare", "report", "export")
 MAX_WORKERS = 256
 
 
@@ -51,6 +52,8 @@ def _eval_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate one retrieval configuration, no search")
     _config_arguments(p, "key=value overrides, e.g. retrieval.top_k=20")
     p.add_argument("--json", type=Path, help="write mean, per-question values and skipped questions here")
+    p.add_argument("--run", type=Path, help="write the ranking here as a TREC run file (document ids for document "
+                   "labels, doc#start-end chunk ids for span labels)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     _sweep_parser(sub)
     _compare_parser(sub)
     _report_parser(sub)
+    _export_parser(sub)
     return parser
 
 
@@ -83,6 +87,15 @@ def _report_parser(sub) -> None:
     p.add_argument("--out", type=Path, help="output file (default runs/<study>/report.html)")
 
 
+def _export_parser(sub) -> None:
+    p = sub.add_parser("export", help="write a finished study's best configuration and scripts that load it")
+    p.add_argument("study", help="study name (the config file's name unless --study was given)")
+    p.add_argument("--out", type=Path, required=True, help="folder to write best_config.yaml and the scripts into")
+    p.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/<study>/optuna.db)")
+    p.add_argument("--runs-dir", default="runs", help="where the embedded stores live (default runs/)")
+    p.add_argument("--question", default="What does this corpus say about it?", help="the scripts' example question")
+
+
 def _sweep_parser(sub) -> None:
     p = sub.add_parser("sweep", help="search the configuration space (the default command)")
     _config_arguments(p, "key=value overrides of the baseline configuration")
@@ -97,10 +110,10 @@ def _sweep_parser(sub) -> None:
 
 
 def cmd_score(args) -> int:
-    from .metrics import score_trec, standard_metrics
+    from .metrics import score, standard_metrics
 
     metrics = standard_metrics(args.k)
-    scores = score_trec(args.qrels, args.run, metrics, threshold=args.relevance_threshold)
+    scores = score(args.qrels, args.run, metrics, threshold=args.relevance_threshold)
     print(f"{len(scores.question_ids)} questions scored", end="")
     print(f", {len(scores.skipped)} skipped (no relevant qrels, or not in qrels)" if scores.skipped else "")
     print(metrics_table(scores.mean()))
@@ -111,13 +124,18 @@ def cmd_score(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .pipeline import run_config
+    from .pipeline import evaluate_config
 
-    result = run_config(args.config, args.overrides, lenient=args.lenient)
+    result = evaluate_config(args.config, args.overrides, lenient=args.lenient)
     print(describe_result(result))
     if args.json:
         result.scores.write_json(args.json)
         print(f"wrote {args.json}")
+    if args.run:
+        from .metrics.trec import write_run
+
+        write_run(args.run, result.ranking())
+        print(f"wrote {args.run} (TREC run: {'chunk' if result.has_spans else 'document'} ids)")
     return 0
 
 
@@ -159,6 +177,15 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from .export import export_study
+
+    done = export_study(args.study, args.out, storage=args.storage, runs_dir=args.runs_dir, question=args.question)
+    print(f"wrote {done.config} (trial {done.trial}) and " + ", ".join(p.name for p in done.scripts))
+    print(f"use it: sweep.Retriever.from_config({str(done.config)!r}), or run  python {done.scripts[0]}")
+    return 0
+
+
 def _quiet_library_warnings() -> None:
     """Library warnings that tell a user of this tool nothing (deprecations inside MLflow and SQLAlchemy,
     Optuna's notes on its own experimental parts and its importance estimate) are not printed."""
@@ -179,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:  # the default command is the sweep: show how to call it
         sub = parser._subparsers._group_actions[0].choices["sweep"]
         print(sub.format_usage().replace("python -m sweep sweep", "python -m sweep").rstrip(), file=sys.stderr)
-        print("  e.g. python -m sweep configs/hybrid.yaml    (other commands: eval, score, compare, report; "
+        print("  e.g. python -m sweep configs/hybrid.yaml    (other commands: eval, score, compare, report, export; "
               "--help for all)", file=sys.stderr)  # fmt: skip
         return 2
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
@@ -193,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = list(args.overrides) + extra
     try:
-        commands = {"score": cmd_score, "eval": cmd_eval, "sweep": cmd_sweep, "compare": cmd_compare, "report": cmd_report}
+        commands = {"score": cmd_score, "eval": cmd_eval, "sweep": cmd_sweep, "compare": cmd_compare, "report": cmd_report,
+                    "export": cmd_export}
         return commands[args.command](args)
     except SweepError as e:
         if debug:

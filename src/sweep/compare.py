@@ -113,6 +113,21 @@ def pick_metric(names: list[str], wanted: str | None) -> str:
 
 def compare_scores(a: Scores, b: Scores, *, a_name: str = "A", b_name: str = "B", metric: str | None = None,
                    seed: int = 0) -> Comparison:  # fmt: skip
+    """B against A on the questions both scored: per-metric paired tests and the questions that flipped.
+
+    Args:
+        a, b: the two sides' :class:`Scores` (e.g. ``evaluate_config(...).scores``, ``score(...)``).
+        a_name, b_name: how the text and errors name them.
+        metric: the metric that decides improved/regressed (default ndcg@10, else the first ndcg).
+        seed: of the randomization test and the bootstrap.
+
+    Returns:
+        :class:`Comparison`: deltas with intervals and Holm-adjusted p-values, and the changed questions.
+
+    Example:
+        >>> c = compare_scores(baseline.scores, tuned.scores, metric="ndcg@10")
+        >>> print(render_comparison(c))
+    """
     common_ids = [q for q in a.question_ids if q in set(b.question_ids)]
     if not common_ids:
         raise SweepError(f"{a_name} and {b_name} share no question ids: were they run on the same eval set?")

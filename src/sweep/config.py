@@ -326,6 +326,22 @@ def check_cache_dir(config: EvalConfig) -> None:
 
 
 def load_config(path: str | Path, overrides: list[str] = ()) -> EvalConfig:
+    """Read, override and validate one configuration (the file's ``search:`` section is left out).
+
+    Args:
+        path: a YAML config file; relative paths in it are relative to the file.
+        overrides: ``key=value`` changes, e.g. ``["retrieval.top_k=20"]`` (YAML values).
+
+    Returns:
+        The validated :class:`EvalConfig`.
+
+    Raises:
+        ConfigError: naming the file and key (or the override) and what to do.
+
+    Example:
+        >>> load_config("configs/hybrid.yaml", ["retrieval.mode=bm25"]).retrieval.mode
+        'bm25'
+    """
     path = Path(path)
     data = apply_overrides(read_yaml(path), list(overrides), str(path))
     data.pop("search", None)  # the sweep's own section (study.py) is not part of one configuration

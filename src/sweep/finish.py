@@ -21,6 +21,8 @@ from .tracking import mlflow_name
 from .trials import KIND_ATTR
 from .verdict import Verdict, best_of, best_trial, build_verdict, describe_verdict, noise_check
 
+BEST_CONFIG_ATTR = "best_config"
+
 
 @dataclass
 class SweepResult:
@@ -65,6 +67,7 @@ def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
     baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
     best_config = sweep.config_for(best.params)
     best_yaml = yaml.safe_dump(best_config.model_dump(mode="json", exclude={"source"}), sort_keys=False)
+    study.set_user_attr(BEST_CONFIG_ATTR, {"trial": best.number, "yaml": best_yaml})  # what `sweep export` reads
     summary = {"best_objective": best.values[0], "best_trial": best.number, "complete_trials": len(complete)}
     if baseline is not None:
         summary["baseline_objective"] = baseline.values[0]

@@ -24,12 +24,13 @@ from .diagnostics import recall_curve
 from .errors import ConfigError
 from .holdout import partition
 from .labels import HitRule, Labels, resolve_labels
-from .metrics import Scores, evaluate, span_metrics, standard_metrics
+from .metrics import evaluate, span_metrics, standard_metrics
 from .models import model_identity
-from .retrieval import Encoder, Reranker, StageResult, bm25_search, dense_search, fuse
-from .retrieval.dense import truncated_share
+from .result import EvalResult, document_run
+from .retrieval import Encoder, Reranker, StageResult, fuse
+from .retrieval.bm25 import BM25Index
+from .retrieval.dense import DenseIndex, truncated_share
 from .retrieval.query import expand, plugin_queries, rocchio, rrf_by_owner
-
 
 TRUNCATION_WARN = 0.05  # a share of truncated chunks worth a warning
 
@@ -89,47 +90,15 @@ class Prepared:
                         content_key(self.key, rows.tobytes()), None, [self.rewrites[i] for i in rows])  # fmt: skip
 
 
-@dataclass
-class EvalResult:
-    config: EvalConfig
-    scores: Scores  # the configured view
-    chunk_scores: Scores
-    doc_scores: Scores
-    run: StageResult
-    recall_curve: np.ndarray  # mean recall@k for k = 1..len, over the untruncated ranking, in the configured view
-    timings: dict[str, float] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-    latency_ms: float = 0.0  # per question, at each stage's original compute cost (caches do not make it free)
-    dense_truncated_share: float | None = None  # chunks longer than the dense model reads; None without dense
-    warnings: list[str] = field(default_factory=list)  # quality traps worth a line (truncation, merged evidence)
-    dropped: list[str] = field(default_factory=list)  # what a --lenient load left out
-
-
-def document_run(run: np.ndarray, chunk_doc: np.ndarray, n_docs: int) -> np.ndarray:
-    """A document ranks at its best chunk: map chunks to documents, keep first occurrences."""
-    n_q, depth = run.shape
-    docs = np.where(run >= 0, chunk_doc[np.maximum(run, 0)], -1)
-    keys = np.where(docs >= 0, np.arange(n_q)[:, None] * n_docs + docs, -1).ravel()
-    position = np.arange(n_q * depth)
-    order = np.lexsort((position, keys))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = keys[order][1:] != keys[order][:-1]
-    keep = np.zeros(n_q * depth, dtype=bool)
-    keep[order[first]] = True
-    keep &= keys >= 0
-    out = np.full((n_q, depth), -1, dtype=np.int64)
-    rows = position[keep] // depth
-    counts = np.bincount(rows, minlength=n_q)
-    cols = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-    out[rows, cols] = docs.ravel()[keep]
-    return out
-
-
 class Pipeline:
     """Runs configurations, keeping prepared data, encoders and stage outputs between runs."""
 
-    def __init__(self, cache_dir: str | Path, lenient: bool = False, progress: bool = True):
+    def __init__(self, cache_dir: str | Path, lenient: bool = False, progress: bool = True, serving: bool = False):
         self.cache_dir = str(cache_dir)
+        # serving (a Retriever): every call brings new queries, so stage outputs are not cached, while the
+        # BM25 and FAISS indexes are built once and kept (a sweep keeps outputs and rebuilds indexes instead)
+        self.serving = serving
+        self._indexes: dict[tuple, object] = {}
         self.stage_cache = StageCache(cache_dir)
         self.lenient = lenient
         self.progress = progress
@@ -233,8 +202,6 @@ class Pipeline:
         """A first stage over the (possibly expanded) queries; several queries per question fused by RRF."""
         queries, owner, allowed = self._queries(p, config)
         q, n = config.retrieval.query, config.retrieval.candidates
-        extra = content_key(*queries) if owner is not None else None
-        key = content_key(name, self._inputs_key(p), params, n, extra, q.rrf_k if owner is not None else None)
 
         def compute() -> StageResult:
             result = search(queries, allowed)
@@ -242,30 +209,53 @@ class Pipeline:
                 return result
             return rrf_by_owner(result, owner, len(p.queries), q.rrf_k, n, len(p.chunks))
 
+        if self.serving:
+            t = time.perf_counter()
+            result = compute()
+            timings[name] = self._cost[name] = time.perf_counter() - t
+            return result
+        extra = content_key(*queries) if owner is not None else None
+        key = content_key(name, self._inputs_key(p), params, n, extra, q.rrf_k if owner is not None else None)
         return self._cached(key, compute, timings, name)
+
+    def _index(self, key: tuple, build):
+        """A BM25 or FAISS index: kept when serving, built for the one search otherwise."""
+        if not self.serving:
+            return build()
+        if key not in self._indexes:
+            self._indexes[key] = build()
+        return self._indexes[key]
 
     def bm25(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
         c, n, q = config.retrieval.bm25, config.retrieval.candidates, config.retrieval.query
         rm3 = q.rm3 if q.transform == "rm3" else None
         params = (c.model_dump(exclude={"backend"}), rm3 and rm3.model_dump())  # both backends score alike (tested)
-        return self._stage("bm25", p, config, timings, params,
-                           lambda queries, allowed: bm25_search(p.index_texts, queries, c, n, allowed, rm3))  # fmt: skip
+
+        def search(queries: list[str], allowed) -> StageResult:
+            index = self._index(("bm25", p.key, repr(params)), lambda: BM25Index(p.index_texts, c, rm3))
+            return index.search(queries, n, allowed)
+
+        return self._stage("bm25", p, config, timings, params, search)
 
     def dense(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
         c, n, q = config.retrieval.dense, config.retrieval.candidates, config.retrieval.query
         prf = q.prf if q.transform == "dense_prf" else None
         params = (c.model_dump(exclude={"batch_size", "model"}), model_identity(c.model), prf and prf.model_dump())
+        encoder = self._encoder(c)  # the model itself loads only when a text must be encoded
 
-        def search(queries: list[str], allowed) -> StageResult:
-            encoder = self._encoder(c)
+        def index() -> DenseIndex:
             what = f"embedding chunks with {c.model}"
             label = f"{self.label}: {what}" if self.label else what
             docs = encoder.encode(p.index_texts, c.document_prefix, progress=label if self.progress else None)
+            return DenseIndex(docs, c)
+
+        def search(queries: list[str], allowed) -> StageResult:
+            found = self._index(("dense", p.key, repr(params[:2])), index)
             vectors = encoder.encode(queries, c.query_prefix)
-            first = dense_search(docs, vectors, c, n, allowed)
+            first = found.search(vectors, n, allowed)
             if prf is None:
                 return first
-            return dense_search(docs, rocchio(vectors, docs, first.ids, prf, c.normalize), c, n, allowed)
+            return found.search(rocchio(vectors, found.vectors, first.ids, prf, c.normalize), n, allowed)
 
         return self._stage("dense", p, config, timings, params, search)
 
@@ -345,7 +335,8 @@ class Pipeline:
         latency_ms = 1000 * sum(self._cost.values()) / max(1, len(p.queries))
         share = self.truncation(p, config) if config.retrieval.mode != "bm25" else None
         return EvalResult(config, scores, chunk_scores, doc_scores, run, curve, timings, counters, latency_ms, share,
-                          self._warnings(p, config, share), list(p.eval_set.dropped))  # fmt: skip
+                          self._warnings(p, config, share), list(p.eval_set.dropped), p.chunks,
+                          [d.id for d in p.eval_set.documents], p.has_spans)  # fmt: skip
 
     def _totals(self) -> dict[str, int]:
         encoders = list(self._encoders.values())
@@ -388,34 +379,24 @@ def _model_key(error: ConfigError, config: EvalConfig) -> str:
     return next((key for key, name, used in named if used and repr(name) in error.message), error.key)
 
 
-def merge_results(parts: list[EvalResult]) -> EvalResult:
-    """Batches of one configuration's questions, joined as if run at once (every measure is per question)."""
-    if len(parts) == 1:
-        return parts[0]
+def evaluate_config(config: EvalConfig | str | Path, overrides: list[str] = (), lenient: bool = False) -> EvalResult:
+    """Evaluate one configuration on its eval set (``sweep eval``), reusing the on-disk caches.
 
-    def join(scores: list[Scores]) -> Scores:
-        return Scores([q for s in scores for q in s.question_ids],
-                      {n: np.concatenate([s.values[n] for s in scores]) for n in scores[0].values},
-                      [q for s in scores for q in s.skipped], {k: v for s in scores for k, v in s.texts.items()})  # fmt: skip
+    Args:
+        config: a validated :class:`EvalConfig` or a YAML file (its ``search:`` section is ignored).
+        overrides: ``key=value`` changes applied to a file, e.g. ``["retrieval.top_k=20"]``.
+        lenient: drop invalid eval-set items (listed in ``result.dropped``) instead of failing.
 
-    sizes = np.array([len(r.scores.question_ids) for r in parts], dtype=np.float64)
-    depth = min(len(r.recall_curve) for r in parts)
-    curve = (np.stack([r.recall_curve[:depth] for r in parts]) * sizes[:, None]).sum(0) / max(sizes.sum(), 1)
-    width = max(r.run.ids.shape[1] for r in parts)
-    pad = lambda a, fill: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)  # noqa: E731
-    run = StageResult(np.vstack([pad(r.run.ids, -1) for r in parts]), np.vstack([pad(r.run.scores, -np.inf) for r in parts]))
-    timings: dict[str, float] = {}
-    for r in parts:
-        for k, v in r.timings.items():
-            timings[k] = timings.get(k, 0.0) + v
-    latency = float((np.array([r.latency_ms for r in parts]) * sizes).sum() / max(sizes.sum(), 1))
-    return EvalResult(parts[0].config, join([r.scores for r in parts]), join([r.chunk_scores for r in parts]),
-                      join([r.doc_scores for r in parts]), run, curve, timings, parts[-1].counters, latency)  # fmt: skip
+    Returns:
+        :class:`EvalResult`: ``.scores`` (the configured view; ``.mean()``, per-question
+        ``.values``), chunk and document views, the ranking (``.run``), timings and counters.
 
+    Example:
+        >>> result = evaluate_config("configs/hybrid.yaml", ["retrieval.mode=bm25"])
+        >>> round(result.scores.mean()["ndcg@10"], 3)
+    """
+    if not isinstance(config, EvalConfig):
+        from .config import load_config
 
-def run_config(path: str | Path, overrides: list[str] = (), lenient: bool = False) -> EvalResult:
-    """``sweep eval``: load a config file, apply overrides, evaluate it once."""
-    from .config import load_config
-
-    config = load_config(path, list(overrides))
+        config = load_config(config, list(overrides))
     return Pipeline(config.cache_dir, lenient=lenient).run(config)

@@ -144,22 +144,12 @@ def write_report(study: optuna.Study, path: Path, plots: dict[str, bytes] | None
 def report_study(study_name: str, *, storage: str | None = None, tracking_uri: str | None = None,
                  out: str | Path | None = None, runs_dir: str | Path = "runs") -> Path:  # fmt: skip
     """``sweep report STUDY``: rebuild the HTML report from the storage; attach it to the parent run if found."""
-    from .errors import SweepError
-    from .storage import embedded_stores, sqlite_url
+    from .storage import embedded_stores, load_existing_study, sqlite_url
     from .tracking import Tracker
 
     root = Path(runs_dir)
-    db, mlflow_db = embedded_stores(study_name, root)
-    if storage is None:
-        if not db.exists():
-            raise SweepError(f"no study {study_name!r} under {root}/ (looked for {db}); run the sweep first, "
-                             "or pass --storage URL")  # fmt: skip
-        storage = sqlite_url(db)
-    try:
-        study = optuna.load_study(study_name=study_name, storage=storage)
-    except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise SweepError(f"no study {study_name!r} in {storage} (it has: {', '.join(names) or 'none'})") from None
+    _, mlflow_db = embedded_stores(study_name, root)
+    study = load_existing_study(study_name, storage, root)
     path = write_report(study, Path(out) if out else root / study_name / "report.html")
     tracking_uri = tracking_uri or sqlite_url(mlflow_db)
     if not tracking_uri.startswith("sqlite:///") or Path(tracking_uri.removeprefix("sqlite:///")).exists():

@@ -22,7 +22,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from .errors import SweepError
+from .errors import SweepError, mask_url
 from .space import SearchConfig, grid
 from .trials import worker_seed
 from .workers import AskLock, worker_number
@@ -33,6 +33,37 @@ HOST_ATTR, PID_ATTR, START_ATTR, TRIAL_ATTR = "worker.host", "worker.pid", "work
 def embedded_stores(study: str, runs_dir: Path) -> tuple[Path, Path]:
     """The one-machine defaults: the study in runs/<study>/optuna.db, MLflow in runs/mlflow.db."""
     return runs_dir / study / "optuna.db", runs_dir / "mlflow.db"
+
+
+def load_existing_study(study_name: str, storage: str | None, runs_dir: Path) -> optuna.Study:
+    """A study a sweep has written (``sweep report``, ``sweep export``); one-line errors when there is none.
+
+    Args:
+        study_name: the study's name (the config file's name unless ``--study`` was given).
+        storage: its Optuna storage URL; None for the embedded ``runs_dir/<study>/optuna.db``.
+        runs_dir: where the embedded stores live.
+
+    Returns:
+        The loaded :class:`optuna.Study`.
+    """
+    if storage is None:
+        db, _ = embedded_stores(study_name, runs_dir)
+        if not db.exists():
+            raise SweepError(f"no study {study_name!r} under {runs_dir}/ (looked for {db}); run the sweep first, "
+                             "or pass --storage URL")  # fmt: skip
+        storage = sqlite_url(db)
+    try:
+        return optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise SweepError(f"no study {study_name!r} in {mask_url(storage)} (it has: {', '.join(names) or 'none'})") from None
+
+
+def close_storage(study: optuna.Study) -> None:
+    """Close the study's database connections (Optuna keeps its engine's pool open for the process)."""
+    storage = getattr(study._storage, "_backend", study._storage)  # Optuna wraps RDBStorage in a cache
+    if isinstance(storage, RDBStorage):
+        storage.engine.dispose()
 
 
 def sqlite_url(path: Path) -> str:

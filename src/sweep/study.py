@@ -28,12 +28,31 @@ from .config import apply_overrides, blame_overrides, build_config, check_cache_
 from .errors import ConfigError, SweepError, mask_url
 from .finish import SweepResult, finish
 from .holdout import Holdout, plan_holdout
-from .pipeline import Pipeline, load_dataset, merge_results
+from .pipeline import Pipeline, load_dataset
 from .reconcile import TrackingGuard
-from .space import (SearchConfig, check_objectives, check_space, check_study_name, default_study_name, parse_search, suggest,
-                    when_holds)
-from .storage import HOST_ATTR, PID_ATTR, TRIAL_ATTR, embedded_stores, fail_dead_trials, open_study, sqlite_url, worker_identity
 from .render import dropped_lines, trial_lines
+from .result import merge_results
+from .space import (
+    SearchConfig,
+    check_objectives,
+    check_space,
+    check_study_name,
+    default_study_name,
+    parse_search,
+    suggest,
+    when_holds,
+)
+from .storage import (
+    HOST_ATTR,
+    PID_ATTR,
+    TRIAL_ATTR,
+    close_storage,
+    embedded_stores,
+    fail_dead_trials,
+    open_study,
+    sqlite_url,
+    worker_identity,
+)
 from .tracking import Tracker, TrackingUnavailable, applicable, code_version, flatten, trials_view_state
 from .trials import KIND_ATTR, SESSION_ATTR, counts, fresh_params, is_surplus, space_size, twin_of
 from .verdict import best_trial
@@ -238,6 +257,12 @@ class Sweep:
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             raise SweepError(f"{option} {mask_url(self.storage)}: cannot open the study ({reason}); check the URL "
                              "and that the database is running") from None  # fmt: skip
+        try:
+            return self._run(study)
+        finally:
+            close_storage(study)  # a notebook may run many sweeps: each would keep database connections open
+
+    def _run(self, study: optuna.Study) -> SweepResult | None:
         self.tracker = Tracker(self.tracking_uri, self.study_name, self.search.tracking_retry_seconds,
                                self.tracking_option)  # fmt: skip
         self.guard = TrackingGuard(self.tracker, self.say, self.search.tracking_retry_seconds)
@@ -409,6 +434,22 @@ class Sweep:
         self._progress(study, trial)
 
 def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepResult:
+    """Run (or resume) the sweep a config file describes, as ``python -m sweep CONFIG`` does.
+
+    Args:
+        path: the YAML file with its ``search:`` section.
+        overrides: ``key=value`` changes of the baseline configuration.
+        **options: :class:`Sweep`'s keywords: ``trials``, ``timeout``, ``storage``, ``study``,
+            ``tracking_uri``, ``runs_dir``, ``workers``, ``quiet``, ``lenient``.
+
+    Returns:
+        :class:`SweepResult`: the best value and parameters, the baseline's, the held-out verdict,
+        the report's path and where the study and its MLflow runs are.
+
+    Example:
+        >>> result = run_sweep("configs/hybrid.yaml", trials=10, quiet=True)
+        >>> result.best_value, result.verdict.best["ndcg@10"]
+    """
     return Sweep(path, overrides, **options).run()
 
 

@@ -20,9 +20,10 @@ from mlflow.entities import Metric, Param, RunTag
 
 from .diagnostics import describe, diagnose
 from .errors import SweepError, mask_url
-from .storage import first_use_lock
-from .pipeline import EvalResult
+from .metrics.trec import write_run
 from .plots import recall_plot_png
+from .result import EvalResult
+from .storage import first_use_lock
 
 PARENT_TAG = "sweep.study"
 
@@ -211,13 +212,13 @@ class Tracker:
             self.client.update_run(run_id, "RUNNING")
         return run_id
 
-    def start_trial(self, parent_id: str, number: int, params: dict, objective: str, tags: dict[str, str] = {}) -> str:
+    def start_trial(self, parent_id: str, number: int, params: dict, objective: str, tags: dict[str, str] | None = None) -> str:
         """A RUNNING child run per trial, created when the trial starts so the UI shows work in progress."""
         short = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items())[:200]
         run = self.client.create_run(
             self.experiment_id,
             tags={"mlflow.parentRunId": parent_id, "mlflow.runName": f"trial {number:03d}" + (f": {short}" if short else ""),
-                  "sweep.trial": str(number), "sweep.objective": objective, "sweep.state": "running", **tags},
+                  "sweep.trial": str(number), "sweep.objective": objective, "sweep.state": "running", **(tags or {})},
         )  # fmt: skip
         self.log_batches(run.info.run_id, [], [Param(k, str(v)[:6000]) for k, v in params.items()])
         self._logged[run.info.run_id] = set(params)
@@ -249,6 +250,7 @@ class Tracker:
                 tmp = Path(tmp)
                 (tmp / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
                 result.scores.write_json(tmp / "scores.json")  # what `sweep compare RUN_ID ...` reads
+                write_run(tmp / "run.trec", result.ranking(), tag=f"trial-{number}")  # trec_eval-ready ranking
                 (tmp / "recall_at_k.png").write_bytes(recall_plot_png({f"trial {number}": result.recall_curve}))
                 (tmp / "diagnosis.txt").write_text(describe(diagnose(result.recall_curve, result.scores.mean(),
                                                                      result.config.retrieval.top_k)) + "\n")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .compare import Comparison, compare_scores
 from .diagnostics import Finding, describe, diagnose
 from .metrics.significance import PairedComparison, bootstrap_ci, compare_paired
-from .pipeline import EvalResult
+from .result import EvalResult
 from .tracking import mlflow_name
 
 

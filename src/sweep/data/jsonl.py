@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import DataError, Problem
-from .model import Document, EvalSet, Evidence, Question
 from ..textfile import numbered_lines
+from .model import Document, EvalSet, Evidence, Question
 from .validate import RawQuestion, Where, assemble
 
 

@@ -3,7 +3,7 @@
 from .evaluate import Metric, Scores, evaluate, parse_metric, standard_metrics
 from .gains import RankedGains, ranked_gains
 from .spans import span_metrics
-from .trec import score_trec
+from .trec import score
 
 __all__ = [
     "Metric",
@@ -12,7 +12,7 @@ __all__ = [
     "evaluate",
     "parse_metric",
     "ranked_gains",
-    "score_trec",
+    "score",
     "span_metrics",
     "standard_metrics",
 ]

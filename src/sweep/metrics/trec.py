@@ -10,14 +10,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DataError, Problem
-from ..textfile import numbered_lines
 from ..labels import Labels, document_labels
+from ..textfile import numbered_lines
 from .evaluate import Scores, evaluate
 
 
@@ -132,6 +134,106 @@ def trec_inputs(qrels: TrecQrels, run: TrecRun, threshold: int = 1) -> tuple[np.
     return matrix, labels
 
 
-def score_trec(qrels_path: str | Path, run_path: str | Path, metrics: list[str], threshold: int = 1) -> Scores:
-    matrix, labels = trec_inputs(read_qrels(qrels_path), read_run(run_path), threshold)
-    return evaluate(matrix, labels, metrics)
+def strictly_decreasing(scores: np.ndarray) -> np.ndarray:
+    """The scores of one ranking, tied ones nudged down by one step each, so that any tool's tie rule
+    (trec_eval: docid descending) keeps the ranking's own order.
+
+    The steps are float32 ones: trec_eval keeps scores in single precision, so two scores one float64
+    step apart would tie there. Every float32 value is exact in float64, so the other tools agree.
+    """
+    out = np.asarray(scores, dtype=np.float32).copy()
+    for i in range(1, len(out)):
+        if out[i] >= out[i - 1]:
+            out[i] = np.nextafter(out[i - 1], np.float32(-np.inf))
+    return out.astype(np.float64)
+
+
+def write_run(path: str | Path, rankings: Mapping[str, Sequence[tuple[str, float]]], tag: str = "rag-sweep") -> Path:
+    """Write rankings as a TREC run file (``qid Q0 docid rank score tag``), exactly reproducible by trec_eval.
+
+    Args:
+        path: the file to write.
+        rankings: ``{question: [(docid, score), ...]}`` best first.
+        tag: the run's name (last column).
+
+    Returns:
+        The path written.
+
+    Example:
+        >>> write_run("run.trec", {"q1": [("d2", 0.9), ("d1", 0.9)]})  # d1's 0.9 is written a hair lower
+    """
+    lines = []
+    for qid, ranked in rankings.items():
+        scores = strictly_decreasing(np.array([s for _, s in ranked], dtype=np.float64))
+        lines += [f"{qid} Q0 {doc} {rank} {score!r} {tag}" for rank, ((doc, _), score) in
+                  enumerate(zip(ranked, scores.tolist()), 1)]  # fmt: skip
+    Path(path).write_text("\n".join(lines) + ("\n" if lines else ""))
+    return Path(path)
+
+
+QrelsInput = Mapping[str, Mapping[str, int]] | str | Path
+RunInput = Mapping[str, Mapping[str, float]] | Mapping[str, Sequence[str]] | str | Path
+
+
+def qrels_from(qrels: QrelsInput) -> TrecQrels:
+    """A TREC qrels file's path, or ``{question: {document: grade}}`` (pytrec_eval's and ranx's shape)."""
+    if isinstance(qrels, (str, Path)):
+        return read_qrels(qrels)
+    qids = list(chain.from_iterable(repeat(q, len(docs)) for q, docs in qrels.items()))
+    docids = list(chain.from_iterable(docs.keys() for docs in qrels.values()))
+    try:
+        grades = np.fromiter(chain.from_iterable(docs.values() for docs in qrels.values()), np.int64, len(docids))
+    except (TypeError, ValueError):
+        raise DataError([Problem("qrels", "grades must be integers, as in {question: {document: 1}}")]) from None
+    if not qids:
+        raise DataError([Problem("qrels", "no judgments: the qrels are empty")])
+    return TrecQrels(qids, docids, grades)
+
+
+def run_from(run: RunInput) -> TrecRun:
+    """A TREC run file's path, ``{question: {document: score}}``, or ``{question: [documents, best first]}``.
+
+    A list is a ranking: its order is kept exactly (scores ``-1, -2, ...``), so no tie rule can move it.
+    """
+    if isinstance(run, (str, Path)):
+        return read_run(run)
+    qids = list(chain.from_iterable(repeat(q, len(docs)) for q, docs in run.items()))
+    if all(isinstance(docs, Mapping) for docs in run.values()):
+        docids = list(chain.from_iterable(docs.keys() for docs in run.values()))
+        try:
+            scores = np.fromiter(chain.from_iterable(docs.values() for docs in run.values()), np.float64, len(docids))
+        except (TypeError, ValueError):
+            raise DataError([Problem("run", "scores must be numbers, as in {question: {document: 0.7}}")]) from None
+        if not np.isfinite(scores).all():
+            raise DataError([Problem("run", "a score is NaN or infinite: the ranking would be arbitrary")])
+    elif all(isinstance(docs, Sequence) and not isinstance(docs, str) for docs in run.values()):
+        docids = list(chain.from_iterable(run.values()))
+        scores = -np.concatenate([np.arange(1, len(d) + 1, dtype=np.float64) for d in run.values()] or [np.zeros(0)])
+        if len(set(zip(qids, docids))) != len(docids):
+            raise DataError([Problem("run", "a document is listed twice for one question")])
+    else:
+        raise DataError([Problem("run", "give every question a {document: score} dict, or every question a list")])
+    return TrecRun(qids, docids, scores)
+
+
+def score(qrels: QrelsInput, run: RunInput, metrics: Sequence[str] | None = None, threshold: int = 1) -> Scores:
+    """Score a run against qrels with trec_eval's semantics (ties: document id descending).
+
+    Args:
+        qrels: ``{question: {document: grade}}`` or a TREC qrels file (``qid iter docid grade``).
+        run: ``{question: {document: score}}``, ``{question: [document, ...]}`` in rank order, or a
+            TREC run file (``qid Q0 docid rank score tag``).
+        metrics: names such as ``"ndcg@10"``, ``"recall@5"``, ``"mrr"``; default: the standard set.
+        threshold: the lowest grade that counts as relevant.
+
+    Returns:
+        :class:`Scores`: per-question values (``.values``) and means (``.mean()``); questions
+        without a relevant judgment are left out and listed in ``.skipped``.
+
+    Example:
+        >>> s = score({"q1": {"d1": 1}}, {"q1": {"d2": 0.9, "d1": 0.5}}, ["mrr", "recall@1"])
+        >>> s.mean()
+        {'mrr': 0.5, 'recall@1': 0.0}
+    """
+    matrix, labels = trec_inputs(qrels_from(qrels), run_from(run), threshold)
+    return evaluate(matrix, labels, list(metrics) if metrics else None)

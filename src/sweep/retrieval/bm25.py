@@ -109,26 +109,48 @@ class RankBM25:
 BACKENDS = {"sparse": SparseBM25, "rank_bm25": RankBM25}
 
 
+class BM25Index:
+    """Chunks analysed and indexed once; ``search`` any number of query batches against them.
+
+    Args:
+        chunk_texts: what is indexed, one text per chunk.
+        config: tokenisation and BM25 parameters.
+        rm3: an RM3Config when queries are expanded (it reads the term matrix, so the sparse backend).
+
+    Example:
+        >>> index = BM25Index(["a cat", "a dog"], BM25Config(stemming="none", stopwords="none"))
+        >>> index.search(["dog"], depth=1).ids.tolist()
+        [[1]]
+    """
+
+    def __init__(self, chunk_texts: list[str], config: BM25Config, rm3=None):
+        self.config, self.rm3 = config, rm3
+        self.analyze = Analyzer(config)
+        backend = SparseBM25 if rm3 is not None else BACKENDS[config.backend]
+        self.index = backend([self.analyze(t) for t in chunk_texts], config)
+
+    def search(self, queries: list[str], depth: int, allowed: np.ndarray | None = None) -> StageResult:
+        """Top ``depth`` chunks per query (``allowed``: a (queries, chunks) mask); RM3 adds a second pass."""
+        from .query import rm3_query_weights
+
+        query_tokens = [self.analyze(q) for q in queries]
+        results = []
+        for start in range(0, len(queries), 1024):  # bounded memory: 1024 x chunks scores at a time
+            batch = query_tokens[start : start + 1024]
+            scores = self.index.scores(batch)
+            keep = scores > 0
+            if allowed is not None:
+                keep &= allowed[start : start + 1024]
+            if self.rm3 is not None:
+                fb = top_k(scores, self.rm3.fb_docs, keep)
+                expanded = [rm3_query_weights(self.index, toks, ids, s, self.rm3) for toks, ids, s in zip(batch, fb.ids, fb.scores)]
+                scores = self.index.weighted_scores(expanded)
+                keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + 1024]
+            results.append(top_k(scores, depth, keep))
+        return StageResult(np.vstack([r.ids for r in results]), np.vstack([r.scores for r in results]))
+
+
 def bm25_search(chunk_texts: list[str], queries: list[str], config: BM25Config, depth: int,
                 allowed: np.ndarray | None = None, rm3=None) -> StageResult:  # fmt: skip
     """Top ``depth`` chunks per query; with ``rm3`` (an RM3Config) a second, expanded pass."""
-    from .query import rm3_query_weights
-
-    analyze = Analyzer(config)
-    backend = SparseBM25 if rm3 is not None else BACKENDS[config.backend]  # RM3 reads the term matrix
-    index = backend([analyze(t) for t in chunk_texts], config)
-    query_tokens = [analyze(q) for q in queries]
-    results = []
-    for start in range(0, len(queries), 1024):  # bounded memory: 1024 x chunks scores at a time
-        batch = query_tokens[start : start + 1024]
-        scores = index.scores(batch)
-        keep = scores > 0
-        if allowed is not None:
-            keep &= allowed[start : start + 1024]
-        if rm3 is not None:
-            fb = top_k(scores, rm3.fb_docs, keep)
-            expanded = [rm3_query_weights(index, toks, ids, s, rm3) for toks, ids, s in zip(batch, fb.ids, fb.scores)]
-            scores = index.weighted_scores(expanded)
-            keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + 1024]
-        results.append(top_k(scores, depth, keep))
-    return StageResult(np.vstack([r.ids for r in results]), np.vstack([r.scores for r in results]))
+    return BM25Index(chunk_texts, config, rm3).search(queries, depth, allowed)

@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 def load_sentence_transformer(name: str, max_seq_length: int | None = None):
     """One obvious way to load a model: folder, packaged alias, or hub name."""
     from sentence_transformers import SentenceTransformer
-
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars say nothing a user needs
@@ -140,26 +139,49 @@ def build_index(vectors: np.ndarray, config: DenseConfig):
     return index
 
 
+class DenseIndex:
+    """Chunk vectors in a FAISS index, built once; ``search`` any number of query batches against it.
+
+    Args:
+        doc_vectors: ``(chunks, dim)`` float32 embeddings.
+        config: the index kind (flat, HNSW, IVF) and its parameters.
+
+    Example:
+        >>> index = DenseIndex(np.eye(2, dtype=np.float32), DenseConfig())
+        >>> index.search(np.array([[0.0, 1.0]], dtype=np.float32), depth=1).ids.tolist()
+        [[1]]
+    """
+
+    def __init__(self, doc_vectors: np.ndarray, config: DenseConfig):
+        self.vectors, self.config = doc_vectors, config
+        self._index = None  # built on the first unfiltered query: filtered ones are scored exactly
+
+    def search(self, query_vectors: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> StageResult:
+        """Inner-product search (cosine when normalised). Filtered questions are scored exactly."""
+        n_q = len(query_vectors)
+        ids = np.full((n_q, depth), -1, dtype=np.int64)
+        scores = np.full((n_q, depth), -np.inf, dtype=np.float32)
+        filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.all(axis=1)
+        plain = np.flatnonzero(~filtered)
+        if len(plain):
+            if self._index is None:
+                self._index = build_index(self.vectors, self.config)
+            k = min(depth, len(self.vectors))
+            s, i = self._index.search(np.ascontiguousarray(query_vectors[plain]), k)
+            # FAISS breaks ties arbitrarily; re-sort so ties keep the lower chunk index
+            order = np.lexsort((i, -s), axis=1)
+            i, s = np.take_along_axis(i, order, 1), np.take_along_axis(s, order, 1)
+            s[i < 0] = -np.inf
+            ids[plain, :k], scores[plain, :k] = i, s
+        if filtered.any():
+            rows = np.flatnonzero(filtered)
+            exact = top_k(query_vectors[rows] @ self.vectors.T, depth, allowed[rows])
+            ids[rows], scores[rows] = exact.ids, exact.scores
+        return StageResult(ids, scores)
+
+
 def dense_search(
     doc_vectors: np.ndarray, query_vectors: np.ndarray, config: DenseConfig, depth: int, allowed: np.ndarray | None
 ) -> StageResult:
-    """Inner-product search (cosine when normalised). Filtered questions are scored exactly."""
-    n_q = len(query_vectors)
-    ids = np.full((n_q, depth), -1, dtype=np.int64)
-    scores = np.full((n_q, depth), -np.inf, dtype=np.float32)
-    filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.all(axis=1)
-    plain = np.flatnonzero(~filtered)
-    if len(plain):
-        index = build_index(doc_vectors, config)
-        k = min(depth, len(doc_vectors))
-        s, i = index.search(np.ascontiguousarray(query_vectors[plain]), k)
-        # FAISS breaks ties arbitrarily; re-sort so ties keep the lower chunk index
-        order = np.lexsort((i, -s), axis=1)
-        i, s = np.take_along_axis(i, order, 1), np.take_along_axis(s, order, 1)
-        s[i < 0] = -np.inf
-        ids[plain, :k], scores[plain, :k] = i, s
-    if filtered.any():
-        rows = np.flatnonzero(filtered)
-        exact = top_k(query_vectors[rows] @ doc_vectors.T, depth, allowed[rows])
-        ids[rows], scores[rows] = exact.ids, exact.scores
-    return StageResult(ids, scores)
+    """Inner-product search of one batch of queries (an index built for it alone)."""
+    return DenseIndex(doc_vectors, config).search(query_vectors, depth, allowed)

@@ -26,12 +26,7 @@ from tqdm.auto import tqdm
 
 from ..cache import RowStore, content_key, text_key
 from ..config import DenseConfig, RerankConfig
-from ..models import (
-    check_hub_model,
-    describe_load_failure,
-    model_identity,
-    resolve_model,
-)
+from ..models import check_hub_model, describe_load_failure, model_identity, resolve_model
 from .dense import Encoder, load_sentence_transformer
 from .results import StageResult
 
