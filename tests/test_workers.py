@@ -88,9 +88,11 @@ def test_two_workers_on_the_embedded_sqlite_stores(fixture_config, tmp_path):
 def wait_for_running_trial(storage: str, predicate, timeout: float = 120,
                            proc: subprocess.Popen | None = None) -> optuna.trial.FrozenTrial:  # fmt: skip
     deadline, last_error = time.monotonic() + timeout, None
-    store = optuna.storages.get_storage(storage)  # one engine: a new one per poll would use up PostgreSQL's clients
+    store = None  # one engine, made once the store exists: a new one per poll would use up PostgreSQL's clients
     while time.monotonic() < deadline and (proc is None or proc.poll() is None):
         try:
+            if store is None:
+                store = optuna.storages.get_storage(storage)
             study = optuna.load_study(study_name="sweep", storage=store)
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 if "worker.pid" in t.user_attrs and predicate(t):
