@@ -3,6 +3,7 @@ any kill, a tracking-server outage survived, failures of an earlier run not held
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -69,9 +70,16 @@ def test_sigkill_at_random_moments_then_resume_leaves_one_finished_run_per_compl
         if kills == 10:
             break
     assert kills == 10
-    final = subprocess.run(sweep_command(fixture_config, "--trials", "24"), cwd=tmp_path, capture_output=True,
-                           text=True, timeout=600)  # fmt: skip
-    assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
+    # a resume that hangs dumps every thread's stack (faulthandler on SIGABRT): the failure says where it waits
+    final = subprocess.Popen(sweep_command(fixture_config, "--trials", "24"), cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # fmt: skip
+    try:
+        out, err = final.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        final.send_signal(signal.SIGABRT)
+        out, err = final.communicate()
+        pytest.fail("the resumed sweep hung; its threads:\n" + err[-8000:] + "\nits output:\n" + out[-2000:])
+    assert final.returncode == 0, out[-3000:] + err[-3000:]
     assert_consistent(storage, tracking, 24)  # finished runs == COMPLETE trials == 24, nothing RUNNING, one each
     study = optuna.load_study(study_name="sweep", storage=storage)
     assert len({t.params["chunking.size"] for t in study.trials if t.state == TrialState.COMPLETE}) == 24
