@@ -85,6 +85,28 @@ def test_sigkill_at_random_moments_then_resume_leaves_one_finished_run_per_compl
     assert len({t.params["chunking.size"] for t in study.trials if t.state == TrialState.COMPLETE}) == 24
 
 
+def test_a_trial_killed_before_its_worker_stamped_it_is_failed_after_the_grace_period(fixture_config, tmp_path):
+    """Killed between Optuna creating the trial and its first heartbeat: no pid, no heartbeat. The resume
+    used to count it as another worker's and wait for it forever (seen once in CI after ten SIGKILLs)."""
+    wide_bm25_space(fixture_config)
+    data = yaml.safe_load(fixture_config.read_text())
+    data["search"].update({"heartbeat_interval": 1, "grace_period": 2})
+    fixture_config.write_text(yaml.safe_dump(data, sort_keys=False))
+    storage = f"sqlite:///{tmp_path / 'runs/sweep/optuna.db'}"
+    first = subprocess.run(sweep_command(fixture_config, "--trials", "3"), cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    orphan = optuna.load_study(study_name="sweep", storage=storage).ask()  # RUNNING, never stamped, no heartbeat
+    resumed = subprocess.run(sweep_command(fixture_config, "--trials", "4"), cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert f"trial(s) {orphan.number} of dead workers marked failed" in resumed.stdout
+    study = optuna.load_study(study_name="sweep", storage=storage)
+    assert study.trials[orphan.number].state == TrialState.FAIL
+    assert study.trials[orphan.number].user_attrs["fail_kind"] == "worker_died"
+    assert_consistent(storage, f"sqlite:///{tmp_path / 'runs/mlflow.db'}", 4)
+
+
 def test_a_tracking_server_outage_is_survived_and_the_missing_runs_logged_later(fixture_config, tmp_path):
     slow_trials(fixture_config)
     data = yaml.safe_load(fixture_config.read_text())

@@ -5,8 +5,11 @@ with heartbeats: a worker that stops beating for ``grace_period`` seconds
 (killed, machine lost) has its trial failed by whoever looks next, and
 Optuna's RetryHeartbeatStaleTrialCallback queues a copy with the same parameters.
 On one machine we need not wait for the grace period: a RUNNING trial whose
-recorded process no longer exists is failed at once. MLflow runs those
-trials left RUNNING are closed as KILLED.
+recorded process no longer exists is failed at once. A trial that was never
+stamped with its worker (killed between Optuna creating it and its first
+heartbeat) has neither pid nor heartbeat: after the grace period it is failed
+too, else the study would wait for it forever. MLflow runs those trials left
+RUNNING are closed as KILLED.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import socket
 import time
 import warnings
+from datetime import datetime
 from pathlib import Path
 
 import optuna
@@ -151,12 +155,20 @@ def _dead_here(trial: optuna.trial.FrozenTrial) -> bool:
     return started is None or (started != "unknown" and started != attrs.get(START_ATTR))
 
 
-def fail_dead_trials(study: optuna.Study, retries: int) -> list[int]:
-    """Fail RUNNING trials of dead processes (this machine now, others after the heartbeat grace period)."""
+def _never_stamped(trial: optuna.trial.FrozenTrial, grace_seconds: float) -> bool:
+    """Created but not stamped with its worker for ``grace_seconds``: a live worker stamps it at once."""
+    if trial.user_attrs.get(TRIAL_ATTR) == trial.number or trial.datetime_start is None:
+        return False
+    return (datetime.now() - trial.datetime_start).total_seconds() > grace_seconds  # Optuna's naive local time
+
+
+def fail_dead_trials(study: optuna.Study, retries: int, grace_seconds: float) -> list[int]:
+    """Fail RUNNING trials of dead processes: this machine's at once, others after the heartbeat grace
+    period, and those no worker ever stamped after ``grace_seconds``. Returns their numbers."""
     failed = []
     storage = study._storage  # Optuna's public API exposes no setter for another process's trial
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not _dead_here(trial):
+        if not (_dead_here(trial) or _never_stamped(trial, grace_seconds)):
             continue
         try:
             storage.set_trial_user_attr(trial._trial_id, "error", "its worker process died (killed?) mid-trial")

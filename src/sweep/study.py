@@ -328,7 +328,7 @@ class Sweep:
 
     def recover(self, study: optuna.Study) -> None:
         """Trials of dead workers fail (and are re-queued); MLflow is made to agree with Optuna."""
-        failed = fail_dead_trials(study, self.search.retries)
+        failed = fail_dead_trials(study, self.search.retries, self.search.grace_period)
         fixed = self.guard.reconcile(study, self.parent_id, self.search.objective,
                                      lambda params: self.config_for(params).model_dump(mode="json", exclude={"source"}))  # fmt: skip
         if failed or fixed:
@@ -355,7 +355,8 @@ class Sweep:
             self._reconnect(study)
             lock.acquire()  # held from "is another trial needed?" until the trial exists (_guarded releases it)
             try:
-                fail_dead_trials(study, self.search.retries)  # a local worker that died: at once, not after the grace
+                # a local worker that died: at once, not after the grace
+                fail_dead_trials(study, self.search.retries, self.search.grace_period)
                 c = counts(study, self.session)
                 if c.done >= self.target:
                     if self.target < self.trials and not self.worker_only:
@@ -382,10 +383,19 @@ class Sweep:
             finally:
                 lock.release()
             if others_finishing:  # the last trials are someone else's: wait, they may die and be re-queued
+                self._say_waiting(study)
                 for proc in self._procs:
                     proc.poll()  # reap a dead worker so its pid reads as gone
                 time.sleep(min(2.0, self.search.heartbeat_interval))
-                fail_dead_trials(study, self.search.retries)
+                fail_dead_trials(study, self.search.retries, self.search.grace_period)
+
+    def _say_waiting(self, study: optuna.Study) -> None:
+        """Once per set of trials waited for: a silent wait looks like a hang."""
+        running = tuple(t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
+        if running and running != getattr(self, "_waited_for", None):
+            self._waited_for = running
+            self.say(f"waiting for trial(s) {', '.join(map(str, running))} of other workers (a dead worker's "
+                     f"trial is failed and re-queued after {self.search.grace_period} s without a heartbeat)")
 
     @staticmethod
     def _waiting(study: optuna.Study) -> bool:
