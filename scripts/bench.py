@@ -60,9 +60,7 @@ def bench_metrics(n_q: int) -> dict:
     n_docs = int(max(run.max(), rel.max())) + 1
 
     def ours_end_to_end():
-        labels = document_labels(
-            qids, np.repeat(np.arange(n_q), n_rel), rel.ravel(), grades.ravel(), n_docs
-        )
+        labels = document_labels(qids, np.repeat(np.arange(n_q), n_rel), rel.ravel(), grades.ravel(), n_docs)
         return evaluate(run, labels, ours_metrics).mean()
 
     labels = document_labels(qids, np.repeat(np.arange(n_q), n_rel), rel.ravel(), grades.ravel(), n_docs)
@@ -108,41 +106,101 @@ def bench_metrics(n_q: int) -> dict:
         f"metrics, {n_q} questions x 100 results, 7 measures: ours {t_ours * 1000:.1f} ms end to end "
         f"({t_ours_score * 1000:.1f} ms scoring only), pytrec_eval {t_pytrec * 1000:.0f} ms "
         f"-> {result['metrics_vs_pytrec_eval']:.1f}x faster"
-        + (f"; ranx {result['ranx_s'] * 1000:.0f} ms -> {result['metrics_vs_ranx']:.1f}x" if "ranx_s" in result else "")
+        + (
+            f"; ranx {result['ranx_s'] * 1000:.0f} ms -> {result['metrics_vs_ranx']:.1f}x"
+            if "ranx_s" in result
+            else ""
+        )
         + f"; values agree with pytrec_eval: {agree}"
     )
     return result
 
 
-def bench_public_score(qrels: dict, run: dict, metrics: list[str], trec_measures: set[str], t_pytrec: float) -> dict:
-    """``sweep.score`` from the same dicts pytrec_eval takes, and from TREC files against pytrec_eval
-    reading the same files (its own parsers), both to per-question values for the same 7 measures."""
+def timed(fn, repeat: int = 5) -> tuple[float, float, object]:
+    """Median wall and median CPU seconds of ``repeat`` calls, and the last result."""
+    walls, cpus, out = [], [], None
+    for _ in range(repeat):
+        w, c = time.perf_counter(), time.process_time()
+        out = fn()
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls), statistics.median(cpus), out
+
+
+def bench_public_score(
+    qrels: dict, run: dict, metrics: list[str], trec_measures: set[str], t_pytrec: float
+) -> dict:
+    """``sweep.score`` against pytrec_eval on the same input, dicts and TREC files, both sides ending in
+    per-question values for the same 7 measures, which must be identical (checked here)."""
     import tempfile
 
     import pytrec_eval
 
     from sweep import score
 
-    t_dicts = best_of(lambda: score(qrels, run, metrics))
+    names = dict(zip(sorted(trec_measures), sorted(metrics, key=_trec_name)))
+
+    def pytrec_dicts():
+        return pytrec_eval.RelevanceEvaluator(qrels, trec_measures).evaluate(run)
+
+    def differs(ours, theirs) -> float:
+        ids = ours.question_ids
+        return max(
+            float(np.abs(ours.values[m] - np.array([theirs[q][t] for q in ids])).max())
+            for t, m in names.items()
+        )
+
+    dict_wall, dict_cpu, ours = timed(lambda: score(qrels, run, metrics))
+    ref_wall, ref_cpu, ref = timed(pytrec_dicts)
     with tempfile.TemporaryDirectory() as tmp:
         q_path, r_path = Path(tmp) / "qrels.txt", Path(tmp) / "run.txt"
         q_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
-        r_path.write_text("".join(f"{q} Q0 {d} 0 {s!r} x\n" for q, docs in run.items() for d, s in docs.items()))
+        r_path.write_text(
+            "".join(f"{q} Q0 {d} 0 {s!r} x\n" for q, docs in run.items() for d, s in docs.items())
+        )
 
         def pytrec_files():
             with open(q_path) as fq, open(r_path) as fr:
                 q, r = pytrec_eval.parse_qrel(fq), pytrec_eval.parse_run(fr)
             return pytrec_eval.RelevanceEvaluator(q, trec_measures).evaluate(r)
 
-        t_files = best_of(lambda: score(q_path, r_path, metrics))
-        t_pytrec_files = best_of(pytrec_files)
-    out = {"score_dicts_s": t_dicts, "metrics_dicts_vs_pytrec_eval": t_pytrec / t_dicts,
-           "score_files_s": t_files, "pytrec_eval_files_s": t_pytrec_files,
-           "metrics_files_vs_pytrec_eval": t_pytrec_files / t_files}  # fmt: skip
-    print(f"sweep.score from dicts {t_dicts * 1000:.0f} ms vs pytrec_eval {t_pytrec * 1000:.0f} ms "
-          f"-> {out['metrics_dicts_vs_pytrec_eval']:.2f}x; from TREC files {t_files * 1000:.0f} ms vs "
-          f"{t_pytrec_files * 1000:.0f} ms -> {out['metrics_files_vs_pytrec_eval']:.2f}x")  # fmt: skip
+        file_wall, file_cpu, ours_f = timed(lambda: score(q_path, r_path, metrics))
+        ref_f_wall, ref_f_cpu, ref_f = timed(pytrec_files)
+    out = {
+        "score_dicts_s": dict_wall,
+        "score_dicts_cpu_s": dict_cpu,
+        "pytrec_eval_dicts_s": ref_wall,
+        "pytrec_eval_dicts_cpu_s": ref_cpu,
+        "metrics_dicts_vs_pytrec_eval": ref_wall / dict_wall,
+        "score_files_s": file_wall,
+        "score_files_cpu_s": file_cpu,
+        "pytrec_eval_files_s": ref_f_wall,
+        "pytrec_eval_files_cpu_s": ref_f_cpu,
+        "metrics_files_vs_pytrec_eval": ref_f_wall / file_wall,
+        "score_max_abs_difference": max(differs(ours, ref), differs(ours_f, ref_f)),
+    }
+    print(
+        f"sweep.score from dicts {dict_wall * 1000:.0f} ms wall / {dict_cpu * 1000:.0f} ms CPU vs pytrec_eval "
+        f"{ref_wall * 1000:.0f} / {ref_cpu * 1000:.0f} ms -> {out['metrics_dicts_vs_pytrec_eval']:.2f}x; from TREC "
+        f"files {file_wall * 1000:.0f} / {file_cpu * 1000:.0f} ms vs {ref_f_wall * 1000:.0f} / "
+        f"{ref_f_cpu * 1000:.0f} ms -> {out['metrics_files_vs_pytrec_eval']:.2f}x; per-question values differ by "
+        f"at most {out['score_max_abs_difference']:.1e} (medians of 5)"
+    )
     return out
+
+
+def _trec_name(metric: str) -> str:
+    """trec_eval's name of one of our measures, to pair them up: recall@5 -> recall_5, mrr -> recip_rank."""
+    name, _, k = metric.partition("@")
+    base = {
+        "recall": "recall",
+        "precision": "P",
+        "mrr": "recip_rank",
+        "map": "map",
+        "ndcg": "ndcg_cut",
+        "hit_rate": "success",
+    }[name]
+    return f"{base}_{k}" if k else base
 
 
 def scifact_texts():
@@ -153,7 +211,7 @@ def scifact_texts():
 
 
 def bench_bm25() -> dict:
-    from sweep.config import BM25Config
+    from sweep.config.schema import BM25Config
     from sweep.retrieval.bm25 import Analyzer, RankBM25, SparseBM25
 
     docs, queries = scifact_texts()
@@ -191,7 +249,7 @@ def bench_encode() -> dict:
 
     from sentence_transformers import SentenceTransformer
 
-    from sweep.config import DenseConfig
+    from sweep.config.schema import DenseConfig
     from sweep.models import resolve_model
     from sweep.retrieval import Encoder
 
@@ -212,8 +270,10 @@ def bench_encode() -> dict:
         encoder.encode(texts)
         t_cached = time.perf_counter() - t
     ratio = t_ours / (t_bare * (len(texts) - 8) / len(texts))
-    print(f"encode 192 SciFact abstracts: bare SentenceTransformer {t_bare:.1f} s, ours {t_ours:.1f} s "
-          f"(ratio {ratio:.2f} per text encoded), all cached {t_cached * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"encode 192 SciFact abstracts: bare SentenceTransformer {t_bare:.1f} s, ours {t_ours:.1f} s "
+        f"(ratio {ratio:.2f} per text encoded), all cached {t_cached * 1000:.0f} ms"
+    )
     return {"encode_vs_bare": ratio}
 
 
@@ -223,9 +283,9 @@ def bench_eval_cold_warm() -> dict:
 
     import yaml
 
-    from sweep.config import load_config
+    from sweep.config.load import load_config
     from sweep.data import load_beir
-    from sweep.pipeline import Pipeline
+    from sweep.pipeline.runner import Pipeline
 
     full = load_beir(SHARED / "scifact", "test")
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,11 +299,21 @@ def bench_eval_cold_warm() -> dict:
         )
         (tmp / "d" / "questions.jsonl").write_text(
             "\n".join(
-                json.dumps({"id": q.id, "text": q.text, "evidence": [{"doc_id": e.doc_id, "grade": 1} for e in q.evidence]})
+                json.dumps(
+                    {
+                        "id": q.id,
+                        "text": q.text,
+                        "evidence": [{"doc_id": e.doc_id, "grade": 1} for e in q.evidence],
+                    }
+                )
                 for q in qs
             )
         )
-        cfg = {"dataset": {"loader": "native", "path": str(tmp / "d")}, "retrieval": {"mode": "hybrid"}, "cache_dir": str(tmp / "c")}
+        cfg = {
+            "dataset": {"loader": "native", "path": str(tmp / "d")},
+            "retrieval": {"mode": "hybrid"},
+            "cache_dir": str(tmp / "c"),
+        }
         (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
         config = load_config(tmp / "c.yaml")
         t = time.perf_counter()
@@ -252,21 +322,25 @@ def bench_eval_cold_warm() -> dict:
         t = time.perf_counter()
         warm_result = Pipeline(config.cache_dir, progress=False).run(config)
         warm = time.perf_counter() - t
-    print(f"sweep eval, 600 SciFact documents, hybrid: cold {cold:.1f} s, warm {warm:.2f} s "
-          f"({cold / warm:.0f}x), texts encoded on the warm run: {warm_result.counters['texts_encoded']}")
+    print(
+        f"sweep eval, 600 SciFact documents, hybrid: cold {cold:.1f} s, warm {warm:.2f} s "
+        f"({cold / warm:.0f}x), texts encoded on the warm run: {warm_result.counters['texts_encoded']}"
+    )
     return {"eval_cold_over_warm": cold / warm}
 
 
 def bench_warm_trial() -> dict:
     """A sweep trial that changes only fusion or k on SciFact's 300 questions, caches hot."""
-    from sweep.config import load_config
-    from sweep.pipeline import Pipeline
+    from sweep.config.load import load_config
+    from sweep.pipeline.runner import Pipeline
 
     path = ROOT / "configs" / "scifact-dense.yaml"
     base = ["retrieval.mode=hybrid", "retrieval.bm25.k1=0.9", "retrieval.bm25.b=0.4"]
     pipeline = Pipeline(ROOT / ".cache" / "rag-sweep", progress=False)
     pipeline.run(load_config(path, base))  # cold: encodes SciFact once (minutes), then cached for good
-    variants = [[f"retrieval.fusion.alpha={a / 20}", f"retrieval.top_k={k}"] for a in range(20) for k in (10, 100)]
+    variants = [
+        [f"retrieval.fusion.alpha={a / 20}", f"retrieval.top_k={k}"] for a in range(20) for k in (10, 100)
+    ]
     configs = [load_config(path, base + v) for v in variants]
     times = []
     for config in configs:
@@ -278,8 +352,10 @@ def bench_warm_trial() -> dict:
     pipeline.run(rrf)
     t_rrf = time.perf_counter() - t
     warm = statistics.median(times) * 1000
-    print(f"warm trial (fusion or k changed, SciFact 300 questions): median {warm:.1f} ms over {len(times)} trials, "
-          f"rrf {t_rrf * 1000:.1f} ms")  # fmt: skip
+    print(
+        f"warm trial (fusion or k changed, SciFact 300 questions): median {warm:.1f} ms over {len(times)} trials, "
+        f"rrf {t_rrf * 1000:.1f} ms"
+    )
     return {"warm_trial_ms": warm}
 
 
@@ -287,12 +363,16 @@ def bench_sweep() -> dict:
     """A small sweep from a cold cache: its wall time against the time spent encoding unique texts."""
     import tempfile
 
-    from sweep.study import Sweep
+    from sweep.tuning.sweep import Sweep
 
     with tempfile.TemporaryDirectory() as tmp:
-        overrides = [f"cache_dir={tmp}/cache", "search.trials=12", "retrieval.dense.model=minilm-l6",
-                     "search.space={chunking.size: {categorical: [100, 200]}, retrieval.mode: {categorical: [hybrid, dense]},"
-                     " retrieval.fusion.alpha: {float: [0.0, 1.0], step: 0.1}}"]  # fmt: skip
+        overrides = [
+            f"cache_dir={tmp}/cache",
+            "search.trials=12",
+            "retrieval.dense.model=minilm-l6",
+            "search.space={chunking.size: {categorical: [100, 200]}, retrieval.mode: {categorical: [hybrid, dense]},"
+            " retrieval.fusion.alpha: {float: [0.0, 1.0], step: 0.1}}",
+        ]
         sweep = Sweep(ROOT / "configs" / "hybrid.yaml", overrides, runs_dir=Path(tmp) / "runs", quiet=True)
         t = time.perf_counter()
         sweep.run()
@@ -303,11 +383,16 @@ def bench_sweep() -> dict:
         import optuna
 
         first = optuna.load_study(study_name="hybrid", storage=sweep.storage).trials[0].user_attrs["seconds"]
-    print(f"sweep, 12 trials on the bundled set from a cold cache: {wall:.1f} s in all, {trials:.1f} s of trials; "
-          f"{encoded} unique texts encoded in {encode:.1f} s; trials / encoding = {trials / encode:.2f}, "
-          f"whole run (held-out evaluation, report, plots) / encoding = {wall / encode:.2f}; cold first trial {first:.1f} s")  # fmt: skip
-    return {"sweep_over_unique_encode": trials / encode, "sweep_whole_over_unique_encode": wall / encode,
-            "cold_trial_seconds": first}  # fmt: skip
+    print(
+        f"sweep, 12 trials on the bundled set from a cold cache: {wall:.1f} s in all, {trials:.1f} s of trials; "
+        f"{encoded} unique texts encoded in {encode:.1f} s; trials / encoding = {trials / encode:.2f}, "
+        f"whole run (held-out evaluation, report, plots) / encoding = {wall / encode:.2f}; cold first trial {first:.1f} s"
+    )
+    return {
+        "sweep_over_unique_encode": trials / encode,
+        "sweep_whole_over_unique_encode": wall / encode,
+        "cold_trial_seconds": first,
+    }
 
 
 def bench_workers() -> dict:
@@ -318,16 +403,31 @@ def bench_workers() -> dict:
     rates = {}
     for workers in (1, 2):
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "sweep", str(ROOT / "configs" / "hybrid.yaml"), "--trials", "40",
-                   "--workers", str(workers), "--runs-dir", f"{tmp}/runs", f"cache_dir={tmp}/cache", "retrieval.mode=bm25",
-                   "search.holdout.fraction=0", "dataset.split=tune",
-                   "search.space={retrieval.bm25.k1: {float: [0.5, 1.5], step: 0.05}, retrieval.bm25.b: {float: [0.2, 1.0], step: 0.05},"
-                   " retrieval.top_k: {categorical: [10, 20]}}"]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "sweep",
+                str(ROOT / "configs" / "hybrid.yaml"),
+                "--trials",
+                "40",
+                "--workers",
+                str(workers),
+                "--runs-dir",
+                f"{tmp}/runs",
+                f"cache_dir={tmp}/cache",
+                "retrieval.mode=bm25",
+                "search.holdout.fraction=0",
+                "dataset.split=tune",
+                "search.space={retrieval.bm25.k1: {float: [0.5, 1.5], step: 0.05}, retrieval.bm25.b: {float: [0.2, 1.0], step: 0.05},"
+                " retrieval.top_k: {categorical: [10, 20]}}",
+            ]
             t = time.perf_counter()
             subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=tmp)
             rates[workers] = 40 / (time.perf_counter() - t) * 60
-    print(f"trials per minute (40 BM25 trials, whole command): 1 worker {rates[1]:.0f}, 2 workers {rates[2]:.0f} "
-          f"({rates[2] / rates[1]:.2f}x)")  # fmt: skip
+    print(
+        f"trials per minute (40 BM25 trials, whole command): 1 worker {rates[1]:.0f}, 2 workers {rates[2]:.0f} "
+        f"({rates[2] / rates[1]:.2f}x)"
+    )
     return {"trials_per_min_1_worker": rates[1], "trials_per_min_2_workers": rates[2]}
 
 
@@ -344,7 +444,9 @@ SECTIONS = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS)
+    )
     parser.add_argument("--questions", type=int, default=10_000)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))

@@ -22,11 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from sweep.config import load_config  # noqa: E402
-from sweep.pipeline import Pipeline  # noqa: E402
+from sweep.config.load import load_config  # noqa: E402
+from sweep.pipeline.runner import Pipeline  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
-CHROMA_CASES = [("TokenText", "fixed", 250, 125), ("TokenText", "fixed", 200, 0), ("Recursive", "recursive", 200, 0)]
+CHROMA_CASES = [
+    ("TokenText", "fixed", 250, 125),
+    ("TokenText", "fixed", 200, 0),
+    ("Recursive", "recursive", 200, 0),
+]
 
 
 def check(name: str, value: float, lo: float, hi: float) -> bool:
@@ -45,7 +49,9 @@ def scifact(pipeline: Pipeline) -> bool:
     print(f"  {'BM25 recall@100':<38} {bm25['recall@100']:8.4f}   (Anserini flat 0.9253)")
     t = time.perf_counter()
     dense = pipeline.run(load_config(ROOT / "configs" / "scifact-dense.yaml")).scores.mean()
-    print(f"  all-MiniLM-L6-v2 in {time.perf_counter() - t:.1f}s; MTEB {ref['ndcg@10']} / {ref['recall@100']}")
+    print(
+        f"  all-MiniLM-L6-v2 in {time.perf_counter() - t:.1f}s; MTEB {ref['ndcg@10']} / {ref['recall@100']}"
+    )
     ok &= check("MiniLM ndcg@10", dense["ndcg@10"], ref["ndcg@10"] - 0.005, ref["ndcg@10"] + 0.005)
     ok &= check("MiniLM recall@100", dense["recall@100"], ref["recall@100"] - 0.01, ref["recall@100"] + 0.01)
     for k in ("ndcg@1", "ndcg@5", "recall@10", "map@10"):
@@ -59,7 +65,12 @@ def alpha(pipeline: Pipeline) -> bool:
     base = ROOT / "configs" / "scifact-dense.yaml"
     rows = []
     for a in [i / 10 for i in range(11)]:
-        overrides = ["retrieval.mode=hybrid", f"retrieval.fusion.alpha={a}", "retrieval.bm25.k1=0.9", "retrieval.bm25.b=0.4"]
+        overrides = [
+            "retrieval.mode=hybrid",
+            f"retrieval.fusion.alpha={a}",
+            "retrieval.bm25.k1=0.9",
+            "retrieval.bm25.b=0.4",
+        ]
         m = pipeline.run(load_config(base, overrides)).scores.mean()
         rows.append((a, m["ndcg@10"], m["recall@100"]))
     print("  | alpha | " + " | ".join(f"{a:.1f}" for a, _, _ in rows) + " |")
@@ -75,26 +86,40 @@ def rm3(pipeline: Pipeline) -> bool:
     for name, overrides in (("BM25", ["retrieval.query.transform=none"]), ("BM25 + RM3", [])):
         t = time.perf_counter()
         m = pipeline.run(load_config(path, overrides)).scores.mean()
-        print(f"  {name:<12} ndcg@10 {m['ndcg@10']:.4f}  recall@100 {m['recall@100']:.4f}  ({time.perf_counter() - t:.1f}s)")
+        print(
+            f"  {name:<12} ndcg@10 {m['ndcg@10']:.4f}  recall@100 {m['recall@100']:.4f}  ({time.perf_counter() - t:.1f}s)"
+        )
     return True
 
 
 def chroma(pipeline: Pipeline) -> bool:
     with open(SHARED / "chroma-chunking" / "reference" / "chroma_report_results.csv") as fh:
-        table = [r for r in csv.DictReader(fh) if r["table"] == "main" and r["embedding"] == "all-MiniLM-L6-v2"]
+        table = [
+            r for r in csv.DictReader(fh) if r["table"] == "main" and r["embedding"] == "all-MiniLM-L6-v2"
+        ]
     print("Chroma chunking evaluation, all-MiniLM-L6-v2, top 5, all corpora in one index (cl100k tokens)")
     ok = True
     for chunker, strategy, size, overlap in CHROMA_CASES:
-        ref = next(r for r in table if r["chunker"] == chunker and int(r["chunk_size_tokens"]) == size
-                   and int(r["overlap_tokens"]) == overlap)  # fmt: skip
+        ref = next(
+            r
+            for r in table
+            if r["chunker"] == chunker
+            and int(r["chunk_size_tokens"]) == size
+            and int(r["overlap_tokens"]) == overlap
+        )
         overrides = [f"chunking.strategy={strategy}", f"chunking.size={size}", f"chunking.overlap={overlap}"]
         t = time.perf_counter()
         result = pipeline.run(load_config(ROOT / "configs" / "chroma-chunking.yaml", overrides))
         m = result.chunk_scores.mean()
-        print(f"  {chunker} {size}/{overlap}: {len(pipeline.prepare(result.config).chunks)} chunks, "
-              f"{time.perf_counter() - t:.0f}s")  # fmt: skip
-        for ours, theirs in (("char_recall@5", "recall_mean"), ("char_iou@5", "iou_mean"),
-                             ("char_precision@5", "precision_mean")):  # fmt: skip
+        print(
+            f"  {chunker} {size}/{overlap}: {len(pipeline.prepare(result.config).chunks)} chunks, "
+            f"{time.perf_counter() - t:.0f}s"
+        )
+        for ours, theirs in (
+            ("char_recall@5", "recall_mean"),
+            ("char_iou@5", "iou_mean"),
+            ("char_precision@5", "precision_mean"),
+        ):
             value, target = 100 * m[ours], float(ref[theirs])
             if ours == "char_precision@5":
                 print(f"  {ours:<38} {value:8.2f}   (published {target})")
@@ -106,7 +131,9 @@ def chroma(pipeline: Pipeline) -> bool:
 def main() -> int:
     parts = sys.argv[1:] or ["scifact", "alpha", "rm3", "chroma"]
     pipeline = Pipeline(ROOT / ".cache" / "rag-sweep")
-    results = {p: {"scifact": scifact, "alpha": alpha, "rm3": rm3, "chroma": chroma}[p](pipeline) for p in parts}
+    results = {
+        p: {"scifact": scifact, "alpha": alpha, "rm3": rm3, "chroma": chroma}[p](pipeline) for p in parts
+    }
     print(json.dumps(results))
     return 0 if all(results.values()) else 1
 

@@ -23,10 +23,24 @@ class Browser:
 
         exe = shutil.which("chromium") or shutil.which("chromium-browser")
         if exe is None:
-            pytest.fail("chromium not found: scripts/setup installs Debian's chromium package (apt-get install chromium)")
-        self.proc = subprocess.Popen([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                      f"--user-data-dir={profile}", "--remote-debugging-port=0", f"--window-size={size}",
-                                      "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            pytest.fail(
+                "chromium not found: scripts/setup installs Debian's chromium package (apt-get install chromium)"
+            )
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                f"--user-data-dir={profile}",
+                "--remote-debugging-port=0",
+                f"--window-size={size}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -65,8 +79,10 @@ class Browser:
 
     def click(self, selector_expression: str) -> bool:
         """A real mouse click at the element's centre (menus that listen to pointer events need one)."""
-        box = self.js(f"(() => {{ const e = {selector_expression}; if (!e) return null; e.scrollIntoView({{block: 'center'}});"
-                      " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")  # fmt: skip
+        box = self.js(
+            f"(() => {{ const e = {selector_expression}; if (!e) return null; e.scrollIntoView({{block: 'center'}});"
+            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         if not box:
             return False
         for kind in ("mousePressed", "mouseReleased"):

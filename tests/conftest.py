@@ -34,7 +34,8 @@ def doc_level(qrels: dict[str, dict[str, int]], rankings: dict[str, list[str]], 
     A ranking is listed best first; it is given strictly decreasing scores so
     the order is exactly the one written.
     """
-    from sweep.metrics.trec import TrecQrels, TrecRun, trec_inputs
+    from sweep.metrics.runfiles import TrecQrels, TrecRun
+    from sweep.metrics.trec import trec_inputs
 
     q = TrecQrels(
         [qid for qid, docs in qrels.items() for _ in docs],
@@ -53,7 +54,9 @@ def measure(qrels, rankings, metric: str, threshold: int = 1) -> dict[str, float
     from sweep.metrics import evaluate
 
     run, labels = doc_level(qrels, rankings, threshold)
-    return {qid: float(v) for qid, v in zip(labels.question_ids, evaluate(run, labels, [metric]).values[metric])}
+    return {
+        qid: float(v) for qid, v in zip(labels.question_ids, evaluate(run, labels, [metric]).values[metric])
+    }
 
 
 TOPICS = {
@@ -89,7 +92,9 @@ def write_fixture_config(tmp_path: Path) -> Path:
     data.mkdir()
     (data / "corpus.jsonl").write_text("\n".join(json.dumps({"id": k, "text": v}) for k, v in TOPICS.items()))
     (data / "questions.jsonl").write_text(
-        "\n".join(json.dumps({"id": q, "text": t, "evidence": [{"doc_id": d, "grade": 1}]}) for q, t, d in QUESTIONS)
+        "\n".join(
+            json.dumps({"id": q, "text": t, "evidence": [{"doc_id": d, "grade": 1}]}) for q, t, d in QUESTIONS
+        )
     )
     config = {
         "dataset": {"loader": "native", "path": "data"},
@@ -103,8 +108,16 @@ def write_fixture_config(tmp_path: Path) -> Path:
             "seed": 3,
             "space": {
                 "retrieval.fusion.method": {"categorical": ["linear", "rrf"]},
-                "retrieval.fusion.alpha": {"float": [0, 1], "step": 0.25, "when": {"retrieval.fusion.method": "linear"}},
-                "retrieval.fusion.rrf_k": {"int": [10, 60], "step": 10, "when": {"retrieval.fusion.method": "rrf"}},
+                "retrieval.fusion.alpha": {
+                    "float": [0, 1],
+                    "step": 0.25,
+                    "when": {"retrieval.fusion.method": "linear"},
+                },
+                "retrieval.fusion.rrf_k": {
+                    "int": [10, 60],
+                    "step": 10,
+                    "when": {"retrieval.fusion.method": "rrf"},
+                },
                 "retrieval.top_k": {"int": [3, 5]},
             },
         },
@@ -169,9 +182,25 @@ def start_mlflow_server(backend: str, artifacts: Path, port: int, log: Path, tim
     import urllib.request
 
     exe = Path(sys.executable).parent / "mlflow"
-    server = subprocess.Popen([str(exe), "server", "--backend-store-uri", backend, "--artifacts-destination",
-                               str(artifacts), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                              stdout=open(log, "a"), stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    server = subprocess.Popen(
+        [
+            str(exe),
+            "server",
+            "--backend-store-uri",
+            backend,
+            "--artifacts-destination",
+            str(artifacts),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=open(log, "a"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -198,7 +227,9 @@ def stop_server(server) -> None:
     server.wait(timeout=30)
 
 
-def write_scifact_slice(shared_data: Path, folder: Path, n_train: int = 30, n_test: int = 30, n_other: int = 120) -> Path:
+def write_scifact_slice(
+    shared_data: Path, folder: Path, n_train: int = 30, n_test: int = 30, n_other: int = 120
+) -> Path:
     """A native eval set cut from SciFact: train and test questions (its own splits), their relevant
     abstracts and ``n_other`` distractors. Document labels, so a run file over document ids is exact."""
     from sweep.data import load_beir
@@ -208,10 +239,24 @@ def write_scifact_slice(shared_data: Path, folder: Path, n_train: int = 30, n_te
         picked += [(split, q) for q in load_beir(shared_data / "scifact", split).questions[:n]]
     full = load_beir(shared_data / "scifact", "test")
     wanted = {e.doc_id for _, q in picked for e in q.evidence}
-    docs = [d for d in full.documents if d.id in wanted] + [d for d in full.documents[:n_other] if d.id not in wanted]
+    docs = [d for d in full.documents if d.id in wanted] + [
+        d for d in full.documents[:n_other] if d.id not in wanted
+    ]
     folder.mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("\n".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) for d in docs))
-    (folder / "questions.jsonl").write_text("\n".join(
-        json.dumps({"id": q.id, "text": q.text, "split": split,
-                    "evidence": [{"doc_id": e.doc_id, "grade": e.grade} for e in q.evidence]}) for split, q in picked))  # fmt: skip
+    (folder / "corpus.jsonl").write_text(
+        "\n".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) for d in docs)
+    )
+    (folder / "questions.jsonl").write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "id": q.id,
+                    "text": q.text,
+                    "split": split,
+                    "evidence": [{"doc_id": e.doc_id, "grade": e.grade} for e in q.evidence],
+                }
+            )
+            for split, q in picked
+        )
+    )
     return folder

@@ -8,7 +8,10 @@ from sweep.cache import RowStore, StageCache, read_arrays, text_key, write_array
 
 
 def test_round_trip_keeps_shape_and_dtype(tmp_path):
-    arrays = {"ids": np.arange(12, dtype=np.int64).reshape(3, 4), "scores": np.linspace(0, 1, 6, dtype=np.float32)}
+    arrays = {
+        "ids": np.arange(12, dtype=np.int64).reshape(3, 4),
+        "scores": np.linspace(0, 1, 6, dtype=np.float32),
+    }
     write_arrays(tmp_path / "x.arr", arrays)
     back = read_arrays(tmp_path / "x.arr")
     assert back.keys() == arrays.keys()
@@ -41,7 +44,7 @@ def test_row_store_recomputes_rows_of_a_corrupt_shard(tmp_path):
 
 
 def test_corrupt_embedding_cache_is_recomputed_by_the_encoder(tmp_path):
-    from sweep.config import DenseConfig
+    from sweep.config.schema import DenseConfig
     from sweep.retrieval import Encoder
 
     texts = ["alpha beta", "gamma delta"]

@@ -16,34 +16,39 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .chunking import ChunkingConfig, ChunkSet, chunk_corpus
-from .config import EvalConfig, load_config
-from .data import EvalSet, load_beir, load_native, load_span_csv
-from .errors import ConfigError, DataError, SweepError
-from .labels import HitRule, Labels, resolve_labels
-from .metrics import Scores, evaluate, score, span_metrics
+from sweep.chunking import ChunkingConfig, ChunkSet, chunk_corpus
+from sweep.config.load import load_config
+from sweep.config.schema import EvalConfig
+from sweep.data import EvalSet, load_beir, load_native, load_span_csv
+from sweep.errors import ConfigError, DataError, SweepError
+from sweep.labels import HitRule, Labels, resolve_labels
+from sweep.metrics import Scores, evaluate, score, span_metrics
 
 __version__ = "0.1.0"
 
 _LAZY = {  # name -> module: these import Optuna, MLflow or the models
-    "EvalResult": "result",
-    "Pipeline": "pipeline",
-    "evaluate_config": "pipeline",
-    "Sweep": "study",
-    "SweepResult": "finish",
-    "run_sweep": "study",
-    "compare_scores": "compare",
-    "Hit": "retriever",
-    "Retriever": "retriever",
+    "EvalResult": "pipeline.result",
+    "Pipeline": "pipeline.runner",
+    "evaluate_config": "pipeline.evaluate",
+    "Sweep": "tuning.sweep",
+    "SweepResult": "tuning.finish",
+    "SweepConfig": "tuning.sweep_config",
+    "load_sweep_config": "tuning.sweep_config",
+    "run_sweep": "tuning.sweep",
+    "compare_scores": "analysis.compare",
+    "Hit": "serving.retriever",
+    "Retriever": "serving.retriever",
 }
 
 if TYPE_CHECKING:
-    from .compare import compare_scores
-    from .finish import SweepResult
-    from .pipeline import Pipeline, evaluate_config
-    from .result import EvalResult
-    from .retriever import Hit, Retriever
-    from .study import Sweep, run_sweep
+    from sweep.analysis.compare import compare_scores
+    from sweep.pipeline.evaluate import evaluate_config
+    from sweep.pipeline.result import EvalResult
+    from sweep.pipeline.runner import Pipeline
+    from sweep.serving.retriever import Hit, Retriever
+    from sweep.tuning.finish import SweepResult
+    from sweep.tuning.sweep import Sweep, run_sweep
+    from sweep.tuning.sweep_config import SweepConfig, load_sweep_config
 
 
 def __getattr__(name: str):
@@ -69,6 +74,7 @@ __all__ = [
     "Retriever",
     "Scores",
     "Sweep",
+    "SweepConfig",
     "SweepError",
     "SweepResult",
     "chunk_corpus",
@@ -79,6 +85,7 @@ __all__ = [
     "load_config",
     "load_native",
     "load_span_csv",
+    "load_sweep_config",
     "resolve_labels",
     "run_sweep",
     "score",

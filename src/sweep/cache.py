@@ -16,7 +16,6 @@ recomputed, never used.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -27,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import SweepError
+from sweep.errors import SweepError
+from sweep.locks import file_lock
 
 log = logging.getLogger(__name__)
 MAGIC = b"RAGSWEEP1\n"
@@ -36,7 +36,9 @@ MAGIC = b"RAGSWEEP1\n"
 def content_key(*parts: object) -> str:
     h = hashlib.sha256()
     for p in parts:
-        h.update(repr(p).encode() if not isinstance(p, (bytes, str)) else (p.encode() if isinstance(p, str) else p))
+        h.update(
+            repr(p).encode() if not isinstance(p, (bytes, str)) else (p.encode() if isinstance(p, str) else p)
+        )
         h.update(b"\0")
     return h.hexdigest()[:32]
 
@@ -57,8 +59,10 @@ def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     try:
         _write_arrays(path, arrays)
     except OSError as e:
-        raise CacheWriteError(f"cache_dir: cannot write {path} ({e.strerror or e}); free some space or point "
-                              "cache_dir at a writable folder") from None  # fmt: skip
+        raise CacheWriteError(
+            f"cache_dir: cannot write {path} ({e.strerror or e}); free some space or point "
+            "cache_dir at a writable folder"
+        ) from None
 
 
 def _write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -68,7 +72,9 @@ def _write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     for a in payload:
         digest.update(a.tobytes())
     header = {
-        "arrays": [{"name": n, "shape": list(a.shape), "dtype": a.dtype.str} for n, a in zip(arrays, payload)],
+        "arrays": [
+            {"name": n, "shape": list(a.shape), "dtype": a.dtype.str} for n, a in zip(arrays, payload)
+        ],
         "sha256": digest.hexdigest(),
     }
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -179,18 +185,9 @@ class RowStore:
         rows = [self._shards[p][i] for p, i in (self._index[k] for k, f in zip(keys, found) if f)]
         return found, np.stack(rows)
 
-    @contextlib.contextmanager
     def lock(self):
         """Held while computing rows: a second process waits, then finds them on disk instead of recomputing."""
-        import fcntl
-
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / ".lock", "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        return file_lock(self.dir / ".lock")
 
     def fetch_or_compute(self, keys: list[bytes], compute) -> tuple[dict[bytes, np.ndarray], int]:
         """Rows for distinct ``keys``: those on disk are read; ``compute(missing keys)`` makes the rest, under
@@ -203,7 +200,9 @@ class RowStore:
             return out, 0
         with self.lock():
             self._refresh()  # another process may have written them while we waited
-            out.update((k, self._shards[self._index[k][0]][self._index[k][1]]) for k in missing if k in self._index)
+            out.update(
+                (k, self._shards[self._index[k][0]][self._index[k][1]]) for k in missing if k in self._index
+            )
             missing = [k for k in missing if k not in out]
             if missing:
                 new = np.asarray(compute(missing), dtype=np.float32)

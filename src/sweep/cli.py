@@ -1,12 +1,12 @@
 """The command line: parse, call one library function, print.
 
-    python -m sweep CONFIG [key=value ...] [--trials N] [--timeout S] [--storage URL]
-                    [--study NAME] [--tracking-uri URI]   the sweep (Optuna + MLflow)
-    python -m sweep eval CONFIG [key=value ...] [--json OUT] [--run OUT]
-    python -m sweep score --qrels FILE --run FILE [--k 1,3,5,10] [--json OUT]
-    python -m sweep compare A B [--json OUT]     A, B: result files or MLflow run ids
-    python -m sweep report STUDY [--out FILE]    the study's HTML report
-    python -m sweep export STUDY --out DIR       best_config.yaml and scripts that load it
+python -m sweep CONFIG [key=value ...] [--trials N] [--timeout S] [--storage URL]
+                [--study NAME] [--tracking-uri URI]   the sweep (Optuna + MLflow)
+python -m sweep eval CONFIG [key=value ...] [--json OUT] [--run OUT]
+python -m sweep score --qrels FILE --run FILE [--k 1,3,5,10] [--json OUT]
+python -m sweep compare A B [--json OUT]     A, B: result files or MLflow run ids
+python -m sweep report STUDY [--out FILE]    the study's HTML report
+python -m sweep export STUDY --out DIR       best_config.yaml and scripts that load it
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import SweepError
-from .render import describe_result, metrics_table
+from sweep.errors import SweepError
+from sweep.logs import show_on_stdout
+from sweep.outputs.render import describe_result, metrics_table
 
 SUBCOMMANDS = ("eval", "score", "sweep", "compare", "report", "export")
 MAX_WORKERS = 256
@@ -52,8 +53,12 @@ def _eval_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate one retrieval configuration, no search")
     _config_arguments(p, "key=value overrides, e.g. retrieval.top_k=20")
     p.add_argument("--json", type=Path, help="write mean, per-question values and skipped questions here")
-    p.add_argument("--run", type=Path, help="write the ranking here as a TREC run file (document ids for document "
-                   "labels, doc#start-end chunk ids for span labels)")  # fmt: skip
+    p.add_argument(
+        "--run",
+        type=Path,
+        help="write the ranking here as a TREC run file (document ids for document "
+        "labels, doc#start-end chunk ids for span labels)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,10 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _compare_parser(sub) -> None:
-    p = sub.add_parser("compare", help="B against A per question: deltas, intervals, p-values, flipped questions")
+    p = sub.add_parser(
+        "compare", help="B against A per question: deltas, intervals, p-values, flipped questions"
+    )
     p.add_argument("a", help="result file (eval --json / score --json) or MLflow run id")
     p.add_argument("b", help="result file or MLflow run id")
-    p.add_argument("--metric", help="metric deciding improved/regressed (default ndcg@10, else the first ndcg)")
+    p.add_argument(
+        "--metric", help="metric deciding improved/regressed (default ndcg@10, else the first ndcg)"
+    )
     p.add_argument("--json", type=Path, help="write the comparison here")
     p.add_argument("--tracking-uri", default="sqlite:///runs/mlflow.db", help="where run ids are looked up")
     p.add_argument("--limit", type=int, default=10, help="questions listed per side (default 10)")
@@ -90,17 +99,25 @@ def _report_parser(sub) -> None:
 def _export_parser(sub) -> None:
     p = sub.add_parser("export", help="write a finished study's best configuration and scripts that load it")
     p.add_argument("study", help="study name (the config file's name unless --study was given)")
-    p.add_argument("--out", type=Path, required=True, help="folder to write best_config.yaml and the scripts into")
+    p.add_argument(
+        "--out", type=Path, required=True, help="folder to write best_config.yaml and the scripts into"
+    )
     p.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/<study>/optuna.db)")
     p.add_argument("--runs-dir", default="runs", help="where the embedded stores live (default runs/)")
-    p.add_argument("--question", default="What does this corpus say about it?", help="the scripts' example question")
+    p.add_argument(
+        "--question", default="What does this corpus say about it?", help="the scripts' example question"
+    )
 
 
 def _sweep_parser(sub) -> None:
     p = sub.add_parser("sweep", help="search the configuration space (the default command)")
     _config_arguments(p, "key=value overrides of the baseline configuration")
-    p.add_argument("--trials", type=int, help="the study's size: finished trials to reach (default: search.trials)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes sharing the study and caches (default 1)")
+    p.add_argument(
+        "--trials", type=int, help="the study's size: finished trials to reach (default: search.trials)"
+    )
+    p.add_argument(
+        "--workers", type=int, default=1, help="worker processes sharing the study and caches (default 1)"
+    )
     p.add_argument("--runs-dir", default="runs", help="where the embedded stores live (default runs/)")
     p.add_argument("--worker-only", action="store_true", help=argparse.SUPPRESS)  # set for spawned workers
     p.add_argument("--timeout", type=float, help="stop starting trials after S seconds")
@@ -110,7 +127,7 @@ def _sweep_parser(sub) -> None:
 
 
 def cmd_score(args) -> int:
-    from .metrics import score, standard_metrics
+    from sweep.metrics import score, standard_metrics
 
     metrics = standard_metrics(args.k)
     scores = score(args.qrels, args.run, metrics, threshold=args.relevance_threshold)
@@ -124,7 +141,7 @@ def cmd_score(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .pipeline import evaluate_config
+    from sweep.pipeline.evaluate import evaluate_config
 
     result = evaluate_config(args.config, args.overrides, lenient=args.lenient)
     print(describe_result(result))
@@ -132,7 +149,7 @@ def cmd_eval(args) -> int:
         result.scores.write_json(args.json)
         print(f"wrote {args.json}")
     if args.run:
-        from .metrics.trec import write_run
+        from sweep.metrics.runfiles import write_run
 
         write_run(args.run, result.ranking())
         print(f"wrote {args.run} (TREC run: {'chunk' if result.has_spans else 'document'} ids)")
@@ -140,7 +157,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .study import run_sweep
+    from sweep.tuning.sweep import run_sweep
 
     if not 1 <= args.workers <= MAX_WORKERS:
         raise SweepError(f"--workers must be between 1 and {MAX_WORKERS} (got {args.workers})")
@@ -148,16 +165,26 @@ def cmd_sweep(args) -> int:
         raise SweepError(f"--trials must be between 0 and 1,000,000 (got {args.trials})")
     if args.timeout is not None and not (0 < args.timeout < float("inf")):
         raise SweepError(f"--timeout must be a positive number of seconds (got {args.timeout})")
-    run_sweep(args.config, args.overrides, trials=args.trials, timeout=args.timeout, storage=args.storage,
-              study=args.study, tracking_uri=args.tracking_uri, workers=args.workers, worker_only=args.worker_only,
-              lenient=args.lenient, runs_dir=args.runs_dir)  # fmt: skip
+    run_sweep(
+        args.config,
+        args.overrides,
+        trials=args.trials,
+        timeout=args.timeout,
+        storage=args.storage,
+        study=args.study,
+        tracking_uri=args.tracking_uri,
+        workers=args.workers,
+        worker_only=args.worker_only,
+        lenient=args.lenient,
+        runs_dir=args.runs_dir,
+    )
     return 0
 
 
 def cmd_compare(args) -> int:
     import json
 
-    from .compare import compare_scores, load_side, render_comparison
+    from sweep.analysis.compare import compare_scores, load_side, render_comparison
 
     a, a_name = load_side(args.a, args.tracking_uri)
     b, b_name = load_side(args.b, args.tracking_uri)
@@ -170,7 +197,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import report_study
+    from sweep.tuning.report import report_study
 
     path = report_study(args.study, storage=args.storage, tracking_uri=args.tracking_uri, out=args.out)
     print(f"wrote {path}  (open it in a browser)")
@@ -178,9 +205,11 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .export import export_study
+    from sweep.serving.export import export_study
 
-    done = export_study(args.study, args.out, storage=args.storage, runs_dir=args.runs_dir, question=args.question)
+    done = export_study(
+        args.study, args.out, storage=args.storage, runs_dir=args.runs_dir, question=args.question
+    )
     print(f"wrote {done.config} (trial {done.trial}) and " + ", ".join(p.name for p in done.scripts))
     print(f"use it: sweep.Retriever.from_config({str(done.config)!r}), or run  python {done.scripts[0]}")
     return 0
@@ -200,14 +229,20 @@ def _quiet_library_warnings() -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_library_warnings()
+    show_on_stdout()
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
     if not argv:  # the default command is the sweep: show how to call it
         sub = parser._subparsers._group_actions[0].choices["sweep"]
-        print(sub.format_usage().replace("python -m sweep sweep", "python -m sweep").rstrip(), file=sys.stderr)
-        print("  e.g. python -m sweep configs/hybrid.yaml    (other commands: eval, score, compare, report, export; "
-              "--help for all)", file=sys.stderr)  # fmt: skip
+        print(
+            sub.format_usage().replace("python -m sweep sweep", "python -m sweep").rstrip(), file=sys.stderr
+        )
+        print(
+            "  e.g. python -m sweep configs/hybrid.yaml    (other commands: eval, score, compare, report, export; "
+            "--help for all)",
+            file=sys.stderr,
+        )
         return 2
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
         argv = ["sweep", *argv]  # `python -m sweep CONFIG` is the sweep
@@ -220,8 +255,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = list(args.overrides) + extra
     try:
-        commands = {"score": cmd_score, "eval": cmd_eval, "sweep": cmd_sweep, "compare": cmd_compare, "report": cmd_report,
-                    "export": cmd_export}
+        commands = {
+            "score": cmd_score,
+            "eval": cmd_eval,
+            "sweep": cmd_sweep,
+            "compare": cmd_compare,
+            "report": cmd_report,
+            "export": cmd_export,
+        }
         return commands[args.command](args)
     except SweepError as e:
         if debug:

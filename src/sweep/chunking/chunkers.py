@@ -24,8 +24,8 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from ..data.model import EvalSet
-from .tokenizers import Tokenizer, get_tokenizer
+from sweep.chunking.tokenizers import Tokenizer, get_tokenizer
+from sweep.data.model import EvalSet
 
 DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
 
@@ -44,7 +44,9 @@ class ChunkingConfig:
             if self.size < 1:
                 raise ValueError(f"chunk size must be >= 1, got {self.size}")
             if not 0 <= self.overlap < self.size:
-                raise ValueError(f"overlap must be in [0, size), got overlap {self.overlap} with size {self.size}")
+                raise ValueError(
+                    f"overlap must be in [0, size), got overlap {self.overlap} with size {self.size}"
+                )
 
     def key(self) -> str:
         if self.strategy == "document":

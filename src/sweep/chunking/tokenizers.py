@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..errors import ConfigError
+from sweep.errors import ConfigError
 
 WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
 
@@ -54,7 +54,9 @@ class Cl100kTokenizer:
         tokens = self._enc.encode(text, disallowed_special=())
         if not tokens:
             return np.zeros((0, 2), dtype=np.int64)
-        byte_len = np.fromiter((len(self._enc.decode_single_token_bytes(t)) for t in tokens), np.int64, len(tokens))
+        byte_len = np.fromiter(
+            (len(self._enc.decode_single_token_bytes(t)) for t in tokens), np.int64, len(tokens)
+        )
         byte_end = np.cumsum(byte_len)
         data = text.encode("utf-8")
         # char index of each byte: count of UTF-8 lead bytes before it
@@ -74,7 +76,7 @@ class ModelTokenizer:
     def __init__(self, name_or_path: str):
         from transformers import AutoTokenizer
 
-        from ..models import resolve_model
+        from sweep.models import resolve_model
 
         self.name = f"model:{name_or_path}"
         self._tok = AutoTokenizer.from_pretrained(resolve_model(name_or_path))
@@ -95,4 +97,6 @@ def get_tokenizer(name: str) -> Tokenizer:
         return Cl100kTokenizer()
     if name.startswith("model:"):
         return ModelTokenizer(name.removeprefix("model:"))
-    raise ConfigError("", "chunking.tokenizer", f"unknown tokenizer {name!r}", ["use word, cl100k or model:<name>"])
+    raise ConfigError(
+        "", "chunking.tokenizer", f"unknown tokenizer {name!r}", ["use word, cl100k or model:<name>"]
+    )

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import Problem
-from ..textfile import numbered_lines
-from .jsonl import Fields, read_jsonl, require_file
-from .model import Document, EvalSet, Evidence, Question
-from .validate import RawQuestion, Where, assemble
+from sweep.data.jsonl import Fields, read_jsonl, require_file
+from sweep.data.model import Document, EvalSet, Evidence, Question
+from sweep.data.validate import RawQuestion, Where, assemble
+from sweep.errors import Problem
+from sweep.textfile import numbered_lines
 
 
 def load_beir(folder: str | Path, split: str = "test", *, lenient: bool = False) -> EvalSet:
@@ -43,12 +43,19 @@ def load_beir(folder: str | Path, split: str = "test", *, lenient: bool = False)
     questions = []
     for qid, items in evidence.items():
         if qid not in queries:
-            problems.append(Problem(str(qrels_path), f"qrels name query {qid!r}, which queries.jsonl does not have",
-                                    items[0][1].line))
+            problems.append(
+                Problem(
+                    str(qrels_path),
+                    f"qrels name query {qid!r}, which queries.jsonl does not have",
+                    items[0][1].line,
+                )
+            )
             continue
         text, where = queries[qid]
         question = Question(qid, text, tuple(e for e, _ in items), split=split)
-        questions.append(RawQuestion(question, where, evidence_where={i: w for i, (_, w) in enumerate(items)}))
+        questions.append(
+            RawQuestion(question, where, evidence_where={i: w for i, (_, w) in enumerate(items)})
+        )
     return assemble(f"{folder.name}/{split}", documents, questions, problems, lenient=lenient)
 
 
@@ -78,5 +85,10 @@ def _read_qrels(path: Path, problems: list[Problem]) -> dict[str, list[tuple[Evi
             continue
         items.append((Evidence(doc_id, grade), Where(str(path), n)))
     if not out and not problems:
-        problems.append(Problem(str(path), "no judgments: the qrels file is empty (one 'query-id<TAB>corpus-id<TAB>score' a line)"))
+        problems.append(
+            Problem(
+                str(path),
+                "no judgments: the qrels file is empty (one 'query-id<TAB>corpus-id<TAB>score' a line)",
+            )
+        )
     return out

@@ -22,10 +22,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import DataError, Problem
-from ..textfile import numbered_lines
-from .model import Document, EvalSet, Evidence, Question
-from .validate import RawQuestion, Where, assemble
+from sweep.data.model import Document, EvalSet, Evidence, Question
+from sweep.data.validate import RawQuestion, Where, assemble
+from sweep.errors import DataError, Problem
+from sweep.textfile import numbered_lines
 
 
 def read_jsonl(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -62,7 +62,9 @@ class Fields:
         self.obj, self.where, self.problems, self.prefix = obj, where, problems, prefix
         self.ok = True
 
-    def get(self, key: str, kind: type | tuple[type, ...], *, required: bool = True, default: Any = None) -> Any:
+    def get(
+        self, key: str, kind: type | tuple[type, ...], *, required: bool = True, default: Any = None
+    ) -> Any:
         if key not in self.obj or self.obj[key] is None:
             if required:
                 self.fail(key, "missing required field")
@@ -133,7 +135,9 @@ def parse_questions(path: Path, problems: list[Problem]) -> Iterator[RawQuestion
         f = Fields(obj, where, problems)
         qid = f.get("id", str)
         text = f.get("text", str)
-        evidence, quotes = parse_evidence(f.get("evidence", list, required=False, default=[]), f)  # may be unjudged yet
+        evidence, quotes = parse_evidence(
+            f.get("evidence", list, required=False, default=[]), f
+        )  # may be unjudged yet
         filters = f.get("filters", dict, required=False, default={})
         split = f.get("split", str, required=False)
         metadata = f.get("metadata", dict, required=False, default={})

@@ -13,9 +13,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .jsonl import parse_questions
-from .model import Document, EvalSet
-from .validate import Where, assemble
+from sweep.data.jsonl import parse_questions
+from sweep.data.model import Document, EvalSet
+from sweep.data.validate import Where, assemble
 
 BUNDLED_QUESTIONS = resources.files("sweep") / "examples" / "python_reference_questions.jsonl"
 

@@ -14,11 +14,11 @@ import io
 import json
 from pathlib import Path
 
-from ..errors import DataError, Problem
-from ..textfile import read_text
-from .jsonl import require_file
-from .model import Document, EvalSet, Evidence, Question
-from .validate import RawQuestion, Where, assemble
+from sweep.data.jsonl import require_file
+from sweep.data.model import Document, EvalSet, Evidence, Question
+from sweep.data.validate import RawQuestion, Where, assemble
+from sweep.errors import DataError, Problem
+from sweep.textfile import read_text
 
 REQUIRED_COLUMNS = ("question", "references", "corpus_id")
 
@@ -45,7 +45,9 @@ def load_span_csv(
             try:
                 refs = json.loads(row["references"] or "")
             except json.JSONDecodeError as e:
-                problems.append(Problem(where.file, f"references is not valid JSON ({e.msg})", where.line, "references"))
+                problems.append(
+                    Problem(where.file, f"references is not valid JSON ({e.msg})", where.line, "references")
+                )
                 continue
             evidence, quotes, ok = [], {}, isinstance(refs, list)
             for i, ref in enumerate(refs if ok else []):
@@ -68,14 +70,23 @@ def load_span_csv(
                     )
                 )
                 continue
-            questions.append(RawQuestion(Question(qid, row["question"] or "", tuple(evidence)), where, quotes))
+            questions.append(
+                RawQuestion(Question(qid, row["question"] or "", tuple(evidence)), where, quotes)
+            )
 
     documents = []
     for corpus_id, where in corpus_ids.items():
-        path = next((p for p in (corpora / f"{corpus_id}.md", corpora / f"{corpus_id}.txt") if p.is_file()), None)
+        path = next(
+            (p for p in (corpora / f"{corpus_id}.md", corpora / f"{corpus_id}.txt") if p.is_file()), None
+        )
         if path is None:
             problems.append(
-                Problem(where.file, f"corpus {corpus_id!r} not found as {corpora}/{corpus_id}.md", where.line, "corpus_id")
+                Problem(
+                    where.file,
+                    f"corpus {corpus_id!r} not found as {corpora}/{corpus_id}.md",
+                    where.line,
+                    "corpus_id",
+                )
             )
             continue
         try:

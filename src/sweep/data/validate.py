@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..errors import DataError, Problem
-from .model import Document, EvalSet, Evidence, Question
+from sweep.data.model import Document, EvalSet, Evidence, Question
+from sweep.errors import DataError, Problem
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,9 @@ class RawQuestion:
     question: Question
     where: Where
     quotes: dict[int, str] = field(default_factory=dict)  # evidence index -> quoted text
-    evidence_where: dict[int, Where] = field(default_factory=dict)  # where an item was written, if not `where`
+    evidence_where: dict[int, Where] = field(
+        default_factory=dict
+    )  # where an item was written, if not `where`
 
 
 def assemble(
@@ -67,7 +69,9 @@ def assemble(
 
     kept: list[Question] = []
     seen: set[str] = set()
-    dropped: list[str] = [f"line {p.file}:{p.line}: {p.message}" for p in parse_problems]  # never parsed at all
+    dropped: list[str] = [
+        f"line {p.file}:{p.line}: {p.message}" for p in parse_problems
+    ]  # never parsed at all
     dropped += [f"document {d}" for d in sorted(bad_docs)]
     for raw in questions:
         q, where = raw.question, raw.where
@@ -108,7 +112,9 @@ def merge_overlapping_evidence(eval_set: EvalSet) -> EvalSet:
         evidence, n = merge_overlapping(q.evidence)
         questions.append(replace(q, evidence=evidence) if n else q)
         total += n
-    return EvalSet(eval_set.name, eval_set.documents, questions, list(eval_set.dropped), eval_set.merged_evidence + total)
+    return EvalSet(
+        eval_set.name, eval_set.documents, questions, list(eval_set.dropped), eval_set.merged_evidence + total
+    )
 
 
 def merge_overlapping(evidence: tuple[Evidence, ...]) -> tuple[tuple[Evidence, ...], int]:
@@ -128,7 +134,9 @@ def merge_overlapping(evidence: tuple[Evidence, ...]) -> tuple[tuple[Evidence, .
         current: Evidence | None = None
         for ev in spans:
             if current is not None and ev.start < current.end:
-                current = Evidence(doc_id, max(current.grade, ev.grade), current.start, max(current.end, ev.end))
+                current = Evidence(
+                    doc_id, max(current.grade, ev.grade), current.start, max(current.end, ev.end)
+                )
                 merged += 1
             else:
                 if current is not None:
@@ -154,8 +162,14 @@ def _check_question(
         fld = f"evidence[{i}]"
         same = (ev.doc_id, ev.start, ev.end, raw.quotes.get(i) if ev.start is None else None)
         if same in items_seen:
-            found.append((i, fld, f"question {q.id!r}: evidence[{i}] repeats evidence[{items_seen[same]}] "
-                                  f"(same document {ev.doc_id!r} and span); keep one"))  # fmt: skip
+            found.append(
+                (
+                    i,
+                    fld,
+                    f"question {q.id!r}: evidence[{i}] repeats evidence[{items_seen[same]}] "
+                    f"(same document {ev.doc_id!r} and span); keep one",
+                )
+            )
             continue
         items_seen[same] = i
         doc = docs.get(ev.doc_id)
@@ -173,14 +187,18 @@ def _check_question(
         assert ev.end is not None
         if not (0 <= ev.start < ev.end <= len(doc.text)):
             found.append(
-                (i, fld, f"span [{ev.start}, {ev.end}) is outside document {ev.doc_id!r} (length {len(doc.text)})")
+                (
+                    i,
+                    fld,
+                    f"span [{ev.start}, {ev.end}) is outside document {ev.doc_id!r} (length {len(doc.text)})",
+                )
             )
         elif quote is not None and doc.text[ev.start : ev.end] != quote:
             found.append(
                 (
                     i,
                     fld,
-                    f"span [{ev.start}, {ev.end}) of {ev.doc_id!r} reads {_short(doc.text[ev.start:ev.end])}, "
+                    f"span [{ev.start}, {ev.end}) of {ev.doc_id!r} reads {_short(doc.text[ev.start : ev.end])}, "
                     f"not the quoted {_short(quote)}",
                 )
             )

@@ -14,14 +14,23 @@ except ImportError as e:  # pragma: no cover - the extra is installed for the te
 
 from pydantic import ConfigDict
 
-from ..retriever import Hit, Retriever
+from sweep.serving.retriever import Hit, Retriever
 
 
 def hit_document(hit: Hit) -> Document:
     """A hit as a LangChain Document: the chunk's text, with where it is and its score as metadata."""
-    return Document(page_content=hit.text, id=hit.chunk_id,
-                    metadata={**hit.metadata, "doc_id": hit.doc_id, "start": hit.start, "end": hit.end,
-                              "score": hit.score, "title": hit.title})  # fmt: skip
+    return Document(
+        page_content=hit.text,
+        id=hit.chunk_id,
+        metadata={
+            **hit.metadata,
+            "doc_id": hit.doc_id,
+            "start": hit.start,
+            "end": hit.end,
+            "score": hit.score,
+            "title": hit.title,
+        },
+    )
 
 
 class SweepRetriever(BaseRetriever):
@@ -48,7 +57,9 @@ class SweepRetriever(BaseRetriever):
         """Build it from a configuration file (e.g. ``sweep export``'s ``best_config.yaml``)."""
         return cls(retriever=Retriever.from_config(config), **kwargs)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
         return [hit_document(h) for h in self.retriever.search(query, self.k, self.filters)]
 
 

@@ -15,16 +15,23 @@ try:
         TextNode,
     )
 except ImportError as e:  # pragma: no cover - the extra is installed for the tests
-    raise ImportError("the LlamaIndex adapter needs llama-index-core: pip install 'rag-sweep[llamaindex]'") from e
+    raise ImportError(
+        "the LlamaIndex adapter needs llama-index-core: pip install 'rag-sweep[llamaindex]'"
+    ) from e
 
-from ..retriever import Hit, Retriever
+from sweep.serving.retriever import Hit, Retriever
 
 
 def hit_node(hit: Hit) -> NodeWithScore:
     """A hit as a LlamaIndex node with its score; the node's id is the chunk id ``doc_id#start-end``."""
-    node = TextNode(id_=hit.chunk_id, text=hit.text, start_char_idx=hit.start, end_char_idx=hit.end,
-                    metadata={**hit.metadata, "doc_id": hit.doc_id, "title": hit.title},
-                    relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.doc_id)})  # fmt: skip
+    node = TextNode(
+        id_=hit.chunk_id,
+        text=hit.text,
+        start_char_idx=hit.start,
+        end_char_idx=hit.end,
+        metadata={**hit.metadata, "doc_id": hit.doc_id, "title": hit.title},
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=hit.doc_id)},
+    )
     return NodeWithScore(node=node, score=hit.score)
 
 
@@ -41,7 +48,9 @@ class SweepRetriever(BaseRetriever):
         >>> [n.node.ref_doc_id for n in li.retrieve("what does yield do?")]
     """
 
-    def __init__(self, retriever: Retriever, k: int | None = None, filters: dict[str, Any] | None = None, **kwargs):
+    def __init__(
+        self, retriever: Retriever, k: int | None = None, filters: dict[str, Any] | None = None, **kwargs
+    ):
         self.retriever, self.k, self.filters = retriever, k, filters
         super().__init__(**kwargs)
 

@@ -1,9 +1,9 @@
 """Metrics: trec_eval-exact ranking measures and Chroma's character-level span measures."""
 
-from .evaluate import Metric, Scores, evaluate, parse_metric, standard_metrics
-from .gains import RankedGains, ranked_gains
-from .spans import span_metrics
-from .trec import score
+from sweep.metrics.evaluate import Metric, Scores, evaluate, parse_metric, standard_metrics
+from sweep.metrics.gains import RankedGains, ranked_gains
+from sweep.metrics.spans import span_metrics
+from sweep.metrics.trec import score
 
 __all__ = [
     "Metric",

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..labels import Labels
-from .gains import ranked_gains
-from .ranking import KERNELS, NEEDS_K, NO_K
+from sweep.errors import ConfigError
+from sweep.labels import Labels
+from sweep.metrics.gains import ranked_gains
+from sweep.metrics.ranking import KERNELS, NEEDS_K, NO_K
 
 METRIC_PATTERN = re.compile(r"^(?P<name>[a-z_]+?)(?:@(?P<k>\d+))?$")
 DEFAULT_KS = (1, 3, 5, 10, 20, 100)
@@ -33,7 +33,10 @@ def parse_metric(name: str, *, key: str = "metric") -> Metric:
     family = m.group("name") if m else None
     if family not in KERNELS:
         raise ConfigError(
-            "", key, f"unknown metric {name!r}", ["known: " + ", ".join(f"{f}@k" if f in NEEDS_K else f for f in KERNELS)]
+            "",
+            key,
+            f"unknown metric {name!r}",
+            ["known: " + ", ".join(f"{f}@k" if f in NEEDS_K else f for f in KERNELS)],
         )
     k = int(m.group("k")) if m.group("k") else None
     if family in NEEDS_K and k is None:
@@ -66,7 +69,11 @@ class Scores:
 
     def per_question(self) -> dict[str, dict[str, float]]:
         names = list(self.values)
-        table = np.column_stack([self.values[n] for n in names]) if names else np.zeros((len(self.question_ids), 0))
+        table = (
+            np.column_stack([self.values[n] for n in names])
+            if names
+            else np.zeros((len(self.question_ids), 0))
+        )
         return {qid: dict(zip(names, map(float, row))) for qid, row in zip(self.question_ids, table)}
 
     def to_json(self) -> dict:

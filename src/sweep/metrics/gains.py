@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..labels import Labels
+from sweep.labels import Labels
 
 
 @dataclass

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gains import RankedGains
+from sweep.metrics.gains import RankedGains
 
 
 def _within(g: RankedGains, k: int | None) -> np.ndarray:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..chunking.chunkers import ChunkSet
-from ..labels import Labels
+from sweep.chunking.chunkers import ChunkSet
+from sweep.labels import Labels
 
 
 def _union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int) -> np.ndarray:

@@ -16,8 +16,8 @@ from functools import lru_cache
 import numpy as np
 import scipy.sparse as sp
 
-from ..config import BM25Config
-from .results import StageResult, top_k
+from sweep.config.schema import BM25Config
+from sweep.retrieval.results import StageResult, top_k
 
 TOKEN = re.compile(r"\w+")
 # Lucene's English stop words, which Anserini's BEIR baselines use
@@ -55,7 +55,11 @@ class SparseBM25:
             indptr.append(len(indices))
         n_docs = len(corpus_tokens)
         tf = sp.csr_matrix(
-            (np.ones(len(indices), dtype=np.float64), np.asarray(indices, dtype=np.int64), np.asarray(indptr)),
+            (
+                np.ones(len(indices), dtype=np.float64),
+                np.asarray(indices, dtype=np.int64),
+                np.asarray(indptr),
+            ),
             shape=(n_docs, len(self.vocab)),
         )
         tf.sum_duplicates()
@@ -68,7 +72,9 @@ class SparseBM25:
         rows = np.repeat(np.arange(n_docs), np.diff(tf.indptr))
         denom = tf.data + config.k1 * (1 - config.b + config.b * doc_len[rows] / avgdl)
         weights = idf[tf.indices] * tf.data * (config.k1 + 1) / denom
-        self.weights = sp.csr_matrix((weights, tf.indices, tf.indptr), shape=tf.shape).T.tocsr()  # terms x docs
+        self.weights = sp.csr_matrix(
+            (weights, tf.indices, tf.indptr), shape=tf.shape
+        ).T.tocsr()  # terms x docs
         self.tf = tf  # docs x terms counts, for pseudo-relevance feedback
         self.terms = list(self.vocab)
 
@@ -103,7 +109,11 @@ class RankBM25:
         self.model = BM25Okapi(corpus_tokens, k1=config.k1, b=config.b, epsilon=config.epsilon)
 
     def scores(self, queries_tokens: list[list[str]]) -> np.ndarray:
-        return np.stack([self.model.get_scores(q) for q in queries_tokens]) if queries_tokens else np.zeros((0, 0))
+        return (
+            np.stack([self.model.get_scores(q) for q in queries_tokens])
+            if queries_tokens
+            else np.zeros((0, 0))
+        )
 
 
 BACKENDS = {"sparse": SparseBM25, "rank_bm25": RankBM25}
@@ -131,7 +141,7 @@ class BM25Index:
 
     def search(self, queries: list[str], depth: int, allowed: np.ndarray | None = None) -> StageResult:
         """Top ``depth`` chunks per query (``allowed``: a (queries, chunks) mask); RM3 adds a second pass."""
-        from .query import rm3_query_weights
+        from sweep.retrieval.query import rm3_query_weights
 
         query_tokens = [self.analyze(q) for q in queries]
         results = []
@@ -143,14 +153,23 @@ class BM25Index:
                 keep &= allowed[start : start + 1024]
             if self.rm3 is not None:
                 fb = top_k(scores, self.rm3.fb_docs, keep)
-                expanded = [rm3_query_weights(self.index, toks, ids, s, self.rm3) for toks, ids, s in zip(batch, fb.ids, fb.scores)]
+                expanded = [
+                    rm3_query_weights(self.index, toks, ids, s, self.rm3)
+                    for toks, ids, s in zip(batch, fb.ids, fb.scores)
+                ]
                 scores = self.index.weighted_scores(expanded)
                 keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + 1024]
             results.append(top_k(scores, depth, keep))
         return StageResult(np.vstack([r.ids for r in results]), np.vstack([r.scores for r in results]))
 
 
-def bm25_search(chunk_texts: list[str], queries: list[str], config: BM25Config, depth: int,
-                allowed: np.ndarray | None = None, rm3=None) -> StageResult:  # fmt: skip
+def bm25_search(
+    chunk_texts: list[str],
+    queries: list[str],
+    config: BM25Config,
+    depth: int,
+    allowed: np.ndarray | None = None,
+    rm3=None,
+) -> StageResult:
     """Top ``depth`` chunks per query; with ``rm3`` (an RM3Config) a second, expanded pass."""
     return BM25Index(chunk_texts, config, rm3).search(queries, depth, allowed)

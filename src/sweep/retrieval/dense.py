@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..cache import RowStore, content_key, text_key
-from ..config import DenseConfig
-from ..models import check_hub_model, describe_load_failure, model_identity, resolve_model
-from .results import StageResult, top_k
+from sweep.cache import RowStore, content_key, text_key
+from sweep.config.schema import DenseConfig
+from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_model
+from sweep.retrieval.results import StageResult, top_k
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +59,18 @@ class Encoder:
     stats: EncodeStats = field(default_factory=EncodeStats)
 
     def __post_init__(self) -> None:
-        namespace = content_key("embeddings", model_identity(self.config.model), self.config.normalize,
-                                self.config.max_seq_length)  # fmt: skip
+        namespace = content_key(
+            "embeddings", model_identity(self.config.model), self.config.normalize, self.config.max_seq_length
+        )
         self.store = RowStore(self.cache_dir, namespace)
 
     def encode(self, texts: list[str], prefix: str = "", progress: str | None = None) -> np.ndarray:
         full = [prefix + t for t in texts]
         keys = [text_key(t) for t in full]
         unique: dict[bytes, str] = dict(zip(keys, full))
-        vectors, encoded = self.store.fetch_or_compute(list(unique), lambda ks: self._encode([unique[k] for k in ks], progress))
+        vectors, encoded = self.store.fetch_or_compute(
+            list(unique), lambda ks: self._encode([unique[k] for k in ks], progress)
+        )
         self.stats.cached += len(unique) - encoded
         return np.stack([vectors[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
 
@@ -75,21 +78,41 @@ class Encoder:
         """The model's embeddings of ``texts``; with ``progress``, a bar named by it (rate and time left)."""
         model = load_sentence_transformer(self.config.model, self.config.max_seq_length)
         t = time.perf_counter()
-        step = self.config.batch_size * 8  # a bar update every few batches; the model still sees whole batches
+        step = (
+            self.config.batch_size * 8
+        )  # a bar update every few batches; the model still sees whole batches
         parts = []
-        with tqdm(total=len(texts), desc=progress, unit="text", disable=progress is None or len(texts) <= step,
-                  leave=False, dynamic_ncols=True) as bar:  # fmt: skip
+        with tqdm(
+            total=len(texts),
+            desc=progress,
+            unit="text",
+            disable=progress is None or len(texts) <= step,
+            leave=False,
+            dynamic_ncols=True,
+        ) as bar:
             for start in range(0, len(texts), step):
                 batch = texts[start : start + step]
-                parts.append(model.encode(batch, batch_size=self.config.batch_size, convert_to_numpy=True,
-                                          normalize_embeddings=self.config.normalize, show_progress_bar=False))  # fmt: skip
+                parts.append(
+                    model.encode(
+                        batch,
+                        batch_size=self.config.batch_size,
+                        convert_to_numpy=True,
+                        normalize_embeddings=self.config.normalize,
+                        show_progress_bar=False,
+                    )
+                )
                 bar.update(len(batch))
         new = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 0), dtype=np.float32)
         self.stats.seconds += time.perf_counter() - t
         self.stats.encoded += len(texts)
         if progress is not None and len(texts) > step:
-            log.info("%s: %d texts in %.1fs (%.0f texts/s)", progress, len(texts), time.perf_counter() - t,
-                     len(texts) / max(time.perf_counter() - t, 1e-9))  # fmt: skip
+            log.info(
+                "%s: %d texts in %.1fs (%.0f texts/s)",
+                progress,
+                len(texts),
+                time.perf_counter() - t,
+                len(texts) / max(time.perf_counter() - t, 1e-9),
+            )
         return new
 
 
@@ -117,8 +140,15 @@ def truncated_share(texts: list[str], config: DenseConfig) -> float:
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None or not limit:
         return 0.0
-    lengths = [len(ids) for ids in tokenizer([config.document_prefix + t for t in texts], add_special_tokens=True,
-                                             truncation=False, verbose=False)["input_ids"]]  # fmt: skip
+    lengths = [
+        len(ids)
+        for ids in tokenizer(
+            [config.document_prefix + t for t in texts],
+            add_special_tokens=True,
+            truncation=False,
+            verbose=False,
+        )["input_ids"]
+    ]
     return float(np.mean(np.asarray(lengths) > limit))
 
 
@@ -181,7 +211,11 @@ class DenseIndex:
 
 
 def dense_search(
-    doc_vectors: np.ndarray, query_vectors: np.ndarray, config: DenseConfig, depth: int, allowed: np.ndarray | None
+    doc_vectors: np.ndarray,
+    query_vectors: np.ndarray,
+    config: DenseConfig,
+    depth: int,
+    allowed: np.ndarray | None,
 ) -> StageResult:
     """Inner-product search of one batch of queries (an index built for it alone)."""
     return DenseIndex(doc_vectors, config).search(query_vectors, depth, allowed)

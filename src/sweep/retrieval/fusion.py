@@ -19,8 +19,8 @@ import warnings
 
 import numpy as np
 
-from ..config import FusionConfig
-from .results import StageResult
+from sweep.config.schema import FusionConfig
+from sweep.retrieval.results import StageResult
 
 
 def _normalise(result: StageResult, how: str) -> tuple[np.ndarray, np.ndarray]:
@@ -44,7 +44,9 @@ def _normalise(result: StageResult, how: str) -> tuple[np.ndarray, np.ndarray]:
     return np.nan_to_num(norm, nan=0.0), np.nan_to_num(floor, nan=0.0)
 
 
-def fuse(lexical: StageResult, dense: StageResult, config: FusionConfig, depth: int, n_chunks: int) -> StageResult:
+def fuse(
+    lexical: StageResult, dense: StageResult, config: FusionConfig, depth: int, n_chunks: int
+) -> StageResult:
     n_q = lexical.ids.shape[0]
     rows = np.repeat(np.arange(n_q), lexical.ids.shape[1] + dense.ids.shape[1])
     ids = np.hstack([lexical.ids, dense.ids]).ravel()
@@ -58,7 +60,9 @@ def fuse(lexical: StageResult, dense: StageResult, config: FusionConfig, depth: 
         a = config.alpha
         # each chunk's score is its own contribution plus the other list's floor
         # unless the other list returned it; sum over lists then add missing floors
-        contrib = np.hstack([(1 - a) * (lex_norm - lex_floor[:, None]), a * (den_norm - den_floor[:, None])]).ravel()
+        contrib = np.hstack(
+            [(1 - a) * (lex_norm - lex_floor[:, None]), a * (den_norm - den_floor[:, None])]
+        ).ravel()
         base = (1 - a) * lex_floor + a * den_floor
     valid = ids >= 0
     keys = rows[valid] * n_chunks + ids[valid]

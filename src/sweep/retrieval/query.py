@@ -17,35 +17,19 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import re
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from ..cache import content_key
-from .results import StageResult
+from sweep.cache import content_key
+from sweep.plugins import load_plugin
+from sweep.retrieval.results import StageResult
 
 log = logging.getLogger(__name__)
 ALLOWED_TERM = re.compile(r"^[a-z0-9]{2,}$")  # Anserini keeps terms of 2+ letters/digits, not only digits
-
-
-def load_plugin(path: str) -> Callable[[str], str | list[str]]:
-    """``package.module:function``; a ValueError says what is wrong, for the config error."""
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"plugin {path!r} must look like package.module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's to fix
-        raise ValueError(f"cannot import {module_name!r} for plugin {path!r}: {type(e).__name__}: {e}") from None
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise ValueError(f"{module_name!r} has no callable {attr!r}")
-    return fn
 
 
 # -- several queries per question ---------------------------------------------------
@@ -65,11 +49,19 @@ def plugin_queries(path: str, texts: list[str], cache_dir: str) -> list[list[str
             continue
         fn = fn or load_plugin(path)
         produced = fn(text)
-        queries = [produced] if isinstance(produced, str) else list(produced) if isinstance(produced, (list, tuple)) else []
+        queries = (
+            [produced]
+            if isinstance(produced, str)
+            else list(produced)
+            if isinstance(produced, (list, tuple))
+            else []
+        )
         if not queries or not all(isinstance(q, str) and q.strip() for q in queries):
-            from ..errors import SweepError
+            from sweep.errors import SweepError
 
-            raise SweepError(f"plugin {path!r} returned {produced!r} for {text[:60]!r}: expected a string or a list of strings")
+            raise SweepError(
+                f"plugin {path!r} returned {produced!r} for {text[:60]!r}: expected a string or a list of strings"
+            )
         tmp = entry.with_suffix(".tmp")
         tmp.write_text(json.dumps(queries))
         tmp.replace(entry)
@@ -99,8 +91,9 @@ def expand(per_question: list[list[str]]) -> tuple[list[str], np.ndarray]:
     return flat, owner
 
 
-def rrf_by_owner(result: StageResult, owner: np.ndarray, n_questions: int, k: int, depth: int,
-                 n_chunks: int) -> StageResult:  # fmt: skip
+def rrf_by_owner(
+    result: StageResult, owner: np.ndarray, n_questions: int, k: int, depth: int, n_chunks: int
+) -> StageResult:
     """Fuse the ranked lists of each question's queries: score = sum of 1 / (k + rank)."""
     n_rows, width = result.ids.shape
     ranks = np.broadcast_to(np.arange(1, width + 1), (n_rows, width))
@@ -125,8 +118,9 @@ def rrf_by_owner(result: StageResult, owner: np.ndarray, n_questions: int, k: in
 # -- pseudo-relevance feedback ----------------------------------------------------
 
 
-def rm3_query_weights(index, query_tokens: list[str], fb_ids: np.ndarray, fb_scores: np.ndarray,
-                      config) -> dict[str, float]:  # fmt: skip
+def rm3_query_weights(
+    index, query_tokens: list[str], fb_ids: np.ndarray, fb_scores: np.ndarray, config
+) -> dict[str, float]:
     """The expanded query of one question: term -> weight (sums to 1)."""
     original: dict[str, float] = {}
     for t in query_tokens:
@@ -151,7 +145,9 @@ def rm3_query_weights(index, query_tokens: list[str], fb_ids: np.ndarray, fb_sco
     return {t: a * original.get(t, 0.0) + (1 - a) * relevance.get(t, 0.0) for t in {**original, **relevance}}
 
 
-def rocchio(queries: np.ndarray, docs: np.ndarray, first_ids: np.ndarray, config, normalize: bool) -> np.ndarray:
+def rocchio(
+    queries: np.ndarray, docs: np.ndarray, first_ids: np.ndarray, config, normalize: bool
+) -> np.ndarray:
     """``(1 - w)·q + w·mean(top fb_docs chunk vectors)``, row by row; unit length when the model's are."""
     top = first_ids[:, : config.fb_docs]
     valid = top >= 0

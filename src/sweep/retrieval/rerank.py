@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..cache import RowStore, content_key, text_key
-from ..config import DenseConfig, RerankConfig
-from ..models import check_hub_model, describe_load_failure, model_identity, resolve_model
-from .dense import Encoder, load_sentence_transformer
-from .results import StageResult
+from sweep.cache import RowStore, content_key, text_key
+from sweep.config.schema import DenseConfig, RerankConfig
+from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_model
+from sweep.retrieval.dense import Encoder, load_sentence_transformer
+from sweep.retrieval.results import StageResult
 
 
 @lru_cache(maxsize=2)
@@ -54,7 +54,9 @@ class Reranker:
     _store: RowStore = field(init=False)
 
     def __post_init__(self) -> None:
-        self._store = RowStore(self.cache_dir, content_key("rerank", self.config.kind, model_identity(self.config.model)))
+        self._store = RowStore(
+            self.cache_dir, content_key("rerank", self.config.kind, model_identity(self.config.model))
+        )
 
     def rerank(self, queries: list[str], texts: list[str], first: StageResult) -> StageResult:
         depth = min(self.config.depth, first.ids.shape[1])
@@ -62,7 +64,9 @@ class Reranker:
         qi, rank = np.nonzero(head >= 0)
         chunk = head[qi, rank]
         keys = [text_key(queries[q] + "\0" + texts[c]) for q, c in zip(qi, chunk)]
-        pairs = {k: (queries[q], texts[c]) for k, q, c in zip(keys, qi, chunk)}  # a pair repeated is scored once
+        pairs = {
+            k: (queries[q], texts[c]) for k, q, c in zip(keys, qi, chunk)
+        }  # a pair repeated is scored once
 
         def score(missing: list[bytes]) -> np.ndarray:
             return self._score([pairs[k][0] for k in missing], [pairs[k][1] for k in missing])[:, None]
@@ -89,16 +93,28 @@ class Reranker:
             pairs = list(zip(queries, texts))
             step = self.config.batch_size * 8
             out = []
-            with tqdm(total=len(pairs), desc=progress, unit="pair", disable=len(pairs) <= step, leave=False) as bar:
+            with tqdm(
+                total=len(pairs), desc=progress, unit="pair", disable=len(pairs) <= step, leave=False
+            ) as bar:
                 for start in range(0, len(pairs), step):
                     batch = pairs[start : start + step]
-                    out.append(np.asarray(model.predict(batch, batch_size=self.config.batch_size, show_progress_bar=False),
-                                          dtype=np.float32).reshape(-1))  # fmt: skip
+                    out.append(
+                        np.asarray(
+                            model.predict(batch, batch_size=self.config.batch_size, show_progress_bar=False),
+                            dtype=np.float32,
+                        ).reshape(-1)
+                    )
                     bar.update(len(batch))
             return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
         if kind == "bi_encoder":
-            encoder = Encoder(DenseConfig(model=self.config.model, batch_size=self.config.batch_size,
-                                          max_seq_length=self.config.max_seq_length), self.cache_dir)  # fmt: skip
+            encoder = Encoder(
+                DenseConfig(
+                    model=self.config.model,
+                    batch_size=self.config.batch_size,
+                    max_seq_length=self.config.max_seq_length,
+                ),
+                self.cache_dir,
+            )
             q = encoder.encode(queries)
             d = encoder.encode(texts, progress=progress)
             return (q * d).sum(axis=1).astype(np.float32)
@@ -106,6 +122,7 @@ class Reranker:
 
     def _maxsim(self, queries: list[str], texts: list[str]) -> np.ndarray:
         model = load_sentence_transformer(self.config.model)
+
         def tokens(batch):  # noqa: E306
             out = model.encode(batch, output_value="token_embeddings", batch_size=self.config.batch_size)
             return [t.numpy() / np.linalg.norm(t.numpy(), axis=1, keepdims=True).clip(1e-9) for t in out]

@@ -1,0 +1,1 @@
+"""Reading results: paired significance tests, comparisons of two runs, the held-out verdict, diagnostics."""

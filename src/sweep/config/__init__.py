@@ -1,0 +1,1 @@
+"""The configuration of one retrieval setup: the typed schema and its YAML loader."""

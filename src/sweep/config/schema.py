@@ -1,0 +1,166 @@
+"""The typed configuration of one retrieval setup: every section, its bounds and defaults.
+
+Models are frozen and reject unknown keys and NaN; :mod:`sweep.config.load`
+reads them from YAML and names the file and key of any problem.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN would pass every bound
+
+
+class HoldoutPart(Strict):
+    """One side of a seeded split of the questions; the sweep sets it when a dataset has no splits of its own."""
+
+    part: Literal["tune", "heldout"]
+    fraction: float = Field(0.3, gt=0, lt=1, description="share of questions held out")
+    seed: int = 42
+
+
+class DatasetConfig(Strict):
+    loader: Literal["native", "beir", "span_csv", "python_reference"] = "native"
+    path: str = Field(..., description='a folder or file; "bundled" for the python_reference example')
+    split: str | None = Field(None, description="BEIR qrels split, or the `split` field of native questions")
+    corpora: str | None = Field(None, description="span_csv: folder of <corpus_id>.md files")
+    include_title: bool = Field(True, description="prefix chunks with their document title for retrieval")
+    relevance_threshold: int = Field(1, ge=0)
+    max_questions: int | None = Field(None, ge=1, description="first N questions only, for quick looks")
+    merge_overlapping_evidence: bool = Field(
+        True,
+        description="overlapping spans of one question in one document count as one item (highest grade)",
+    )
+    holdout: HoldoutPart | None = None
+
+
+class ChunkingSection(Strict):
+    strategy: Literal["fixed", "recursive", "document"] = "document"
+    size: int = Field(200, ge=1, le=10_000_000)
+    overlap: int = Field(0, ge=0, le=10_000_000)
+    unit: Literal["chars", "tokens"] = "tokens"
+    tokenizer: str = "word"
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self):
+        if self.strategy != "document" and self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+class BM25Config(Strict):
+    k1: float = Field(0.9, ge=0, le=100)
+    b: float = Field(0.4, ge=0, le=1)
+    epsilon: float = Field(
+        0.25, ge=0, le=100, description="rank-bm25's floor for negative idf, times the mean idf"
+    )
+    lowercase: bool = True
+    stopwords: Literal["none", "english"] = "english"
+    stemming: Literal["none", "porter", "english"] = "porter"
+    backend: Literal["sparse", "rank_bm25"] = "sparse"
+
+
+class DenseConfig(Strict):
+    model: str = "minilm-l6"
+    query_prefix: str = ""
+    document_prefix: str = ""
+    normalize: bool = True
+    batch_size: int = Field(64, ge=1, le=65_536)
+    max_seq_length: int | None = Field(
+        None, ge=8, le=1_000_000, description="None keeps the model's own (256 for MiniLM)"
+    )
+    index: Literal["flat", "hnsw", "ivf"] = "flat"
+    hnsw_m: int = Field(32, ge=4, le=1024)
+    ivf_lists: int = Field(256, ge=1, le=1_000_000)
+    ivf_probe: int = Field(16, ge=1, le=1_000_000)
+
+
+class FusionConfig(Strict):
+    method: Literal["linear", "rrf"] = "linear"
+    alpha: float = Field(
+        0.5, ge=0, le=1, description="weight of the dense scores; 0 is pure BM25, 1 pure dense"
+    )
+    normalization: Literal["minmax", "zscore"] = "minmax"
+    rrf_k: int = Field(60, ge=1, le=1_000_000)
+
+
+class RerankConfig(Strict):
+    enabled: bool = False
+    kind: Literal["cross_encoder", "bi_encoder", "maxsim"] = "bi_encoder"
+    model: str = "minilm-l6"
+    depth: int = Field(20, ge=1, le=100_000)
+    batch_size: int = Field(32, ge=1, le=65_536)
+    max_seq_length: int | None = Field(
+        None,
+        ge=8,
+        le=1_000_000,
+        description="bi_encoder: as dense.max_seq_length; equal settings share cached embeddings",
+    )
+
+
+class RM3Config(Strict):
+    """Pseudo-relevance feedback for BM25 as in Anserini/Pyserini (their defaults)."""
+
+    fb_docs: int = Field(10, ge=1, le=1000, description="feedback chunks from the first BM25 ranking")
+    fb_terms: int = Field(10, ge=1, le=10_000, description="expansion terms kept from the relevance model")
+    original_weight: float = Field(0.5, ge=0, le=1, description="weight of the original query in the mix")
+
+
+class PRFConfig(Strict):
+    """Rocchio-style feedback for dense retrieval: move the query toward its top chunks."""
+
+    fb_docs: int = Field(3, ge=1, le=1000)
+    weight: float = Field(
+        0.3, ge=0, le=1, description="weight of the feedback centroid; 0 leaves the query as is"
+    )
+
+
+class QueryConfig(Strict):
+    transform: Literal["none", "rm3", "dense_prf", "multi_query", "plugin"] = "none"
+    rm3: RM3Config = RM3Config()
+    prf: PRFConfig = PRFConfig()
+    plugin: str | None = Field(None, description="module:function mapping a question to one or more queries")
+    rrf_k: int = Field(60, ge=1, le=1_000_000, description="RRF constant fusing the lists of several queries")
+
+    @model_validator(mode="after")
+    def _plugin_importable(self):
+        if self.transform == "plugin":
+            if not self.plugin:
+                raise ValueError("transform plugin needs plugin: module:function")
+            from sweep.plugins import load_plugin
+
+            load_plugin(self.plugin)  # raises ValueError naming what failed
+        return self
+
+
+class RetrievalConfig(Strict):
+    mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
+    candidates: int = Field(100, ge=1, le=100_000, description="results each first-stage retriever passes on")
+    top_k: int = Field(100, ge=1, le=100_000, description="length of the final ranking")
+    bm25: BM25Config = BM25Config()
+    dense: DenseConfig = DenseConfig()
+    fusion: FusionConfig = FusionConfig()
+    rerank: RerankConfig = RerankConfig()
+    query: QueryConfig = QueryConfig()
+
+
+class EvaluationConfig(Strict):
+    ks: tuple[Annotated[int, Field(ge=1, le=100_000)], ...] = (1, 3, 5, 10, 20, 100)
+    hit_min_overlap: float = Field(0.5, gt=0, le=1)
+    view: Literal["chunk", "document"] = "chunk"
+    span_metrics_at: tuple[Annotated[int, Field(ge=1, le=100_000)], ...] = (5,)
+
+
+class EvalConfig(Strict):
+    """One configuration: what ``sweep eval`` runs and each sweep trial builds."""
+
+    dataset: DatasetConfig
+    chunking: ChunkingSection = ChunkingSection()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    cache_dir: str = ".cache/rag-sweep"
+    source: str = Field("", exclude=True, description="the file it came from, for messages")

@@ -1,0 +1,1 @@
+"""What a person or a tool reads: MLflow runs, terminal text, plots."""

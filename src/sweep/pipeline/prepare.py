@@ -1,0 +1,111 @@
+"""What every trial with the same data and chunking shares: chunks, labels, queries, filter masks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sweep.cache import content_key
+from sweep.chunking import ChunkingConfig, ChunkSet, chunk_corpus
+from sweep.config.schema import EvalConfig
+from sweep.data import EvalSet
+from sweep.labels import HitRule, Labels, resolve_labels
+
+TRUNCATION_WARN = 0.05  # a share of truncated chunks worth a warning
+
+
+@dataclass
+class Prepared:
+    """What every trial with the same data and chunking shares."""
+
+    eval_set: EvalSet
+    chunks: ChunkSet
+    index_texts: list[str]  # what retrievers see: chunk text, title-prefixed if configured
+    labels: Labels
+    doc_labels: Labels
+    queries: list[str]  # answerable questions, in label order
+    allowed: np.ndarray | None  # (questions, chunks) metadata-filter mask, None when no filters
+    has_spans: bool
+    key: str
+    inputs_key: str | None = None
+    rewrites: list[list[str]] = field(default_factory=list)  # per answerable question, for multi_query
+
+    def subset(self, rows: np.ndarray) -> "Prepared":
+        """The same chunks with only questions ``rows`` (sorted label indices): one batch of a pruned trial."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return Prepared(
+            self.eval_set,
+            self.chunks,
+            self.index_texts,
+            self.labels.subset(rows),
+            self.doc_labels.subset(rows),
+            [self.queries[i] for i in rows],
+            None if self.allowed is None else self.allowed[rows],
+            self.has_spans,
+            content_key(self.key, rows.tobytes()),
+            None,
+            [self.rewrites[i] for i in rows],
+        )
+
+
+def build_prepared(eval_set: EvalSet, config: EvalConfig, chunking: ChunkingConfig, key: str) -> Prepared:
+    """Chunk the corpus, resolve the labels on the chunks and on whole documents, build the filter mask."""
+    chunks = chunk_corpus(eval_set, chunking)
+    docs = eval_set.documents
+    if config.dataset.include_title:
+        index_texts = [
+            f"{docs[d].title} {t}" if docs[d].title else t for d, t in zip(chunks.doc, chunks.texts)
+        ]
+    else:
+        index_texts = list(chunks.texts)
+    threshold = config.dataset.relevance_threshold
+    rule = HitRule(config.evaluation.hit_min_overlap)
+    labels = resolve_labels(eval_set, chunks, rule, threshold)
+    whole = chunk_corpus(eval_set, ChunkingConfig("document"))
+    doc_labels = resolve_labels(eval_set, whole, rule, threshold)
+    answerable, _ = eval_set.answerable(threshold)
+    allowed = None
+    if any(q.filters for q in answerable):
+        allowed = np.ones((len(answerable), len(chunks)), dtype=bool)
+        for i, q in enumerate(answerable):
+            for k, v in q.filters.items():
+                ok = np.array([docs[d].metadata.get(k) == v for d in range(len(docs))], dtype=bool)
+                allowed[i] &= ok[chunks.doc]
+    has_spans = any(e.start is not None for q in answerable for e in q.evidence)
+    prepared = Prepared(
+        eval_set,
+        chunks,
+        index_texts,
+        labels,
+        doc_labels,
+        [q.text for q in answerable],
+        allowed,
+        has_spans,
+        key,
+        None,
+        [list(q.metadata.get("rewrites", [])) for q in answerable],
+    )
+    return prepared
+
+
+def trial_warnings(p: Prepared, config: EvalConfig, share: float | None) -> list[str]:
+    """What a user should know about this run's numbers: truncated chunks, merged evidence."""
+    out = []
+    if share is not None and share >= TRUNCATION_WARN:
+        c, k = config.retrieval.dense, config.chunking
+        chunks = "whole documents" if k.strategy == "document" else f"{k.strategy}, size {k.size} {k.unit}"
+        out.append(
+            f"{share:.0%} of the chunks ({chunks}) are longer "
+            f"than {c.model}'s max_seq_length and are truncated when embedded: dense scores ignore their "
+            "ends; use smaller chunks or raise retrieval.dense.max_seq_length"
+        )
+    if p.eval_set.merged_evidence:
+        out.append(
+            f"{p.eval_set.merged_evidence} overlapping evidence span(s) were merged into one item each "
+            "(dataset.merge_overlapping_evidence: false keeps them apart)"
+        )
+    return out
+
+
+__all__ = ["Prepared", "TRUNCATION_WARN", "build_prepared", "trial_warnings"]

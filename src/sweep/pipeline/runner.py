@@ -1,0 +1,328 @@
+"""One configuration end to end: data → chunks → labels → stages → metrics.
+
+Every stage's output is cached by a key naming exactly what it depends on,
+in memory (a sweep re-uses it within a process) and on disk (across runs and
+workers). A trial that only changes fusion, k or the reranker toggle re-uses
+the first-stage results and costs milliseconds plus metric time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from sweep.cache import StageCache, content_key
+from sweep.chunking import ChunkingConfig
+from sweep.config.schema import EvalConfig
+from sweep.data import EvalSet
+from sweep.data.select import load_dataset
+from sweep.errors import ConfigError
+from sweep.metrics import evaluate, span_metrics, standard_metrics
+from sweep.metrics.curve import recall_curve
+from sweep.models import model_identity
+from sweep.pipeline.prepare import Prepared, build_prepared, trial_warnings
+from sweep.pipeline.result import EvalResult, document_run
+from sweep.retrieval import Encoder, Reranker, StageResult, fuse
+from sweep.retrieval.bm25 import BM25Index
+from sweep.retrieval.dense import DenseIndex, truncated_share
+from sweep.retrieval.query import expand, plugin_queries, rocchio, rrf_by_owner
+
+
+class Pipeline:
+    """Runs configurations, keeping prepared data, encoders and stage outputs between runs."""
+
+    def __init__(
+        self, cache_dir: str | Path, lenient: bool = False, progress: bool = True, serving: bool = False
+    ):
+        self.cache_dir = str(cache_dir)
+        # serving (a Retriever): every call brings new queries, so stage outputs are not cached, while the
+        # BM25 and FAISS indexes are built once and kept (a sweep keeps outputs and rebuilds indexes instead)
+        self.serving = serving
+        self._indexes: dict[tuple, object] = {}
+        self.stage_cache = StageCache(cache_dir)
+        self.lenient = lenient
+        self.progress = progress
+        self.label = ""  # what the progress bars are for, e.g. "trial 7" in a sweep
+        self._prepared: dict[str, Prepared] = {}
+        self._subsets: dict[tuple, Prepared] = {}
+        self._datasets: dict[str, EvalSet] = {}
+        self._stages: dict[str, StageResult] = {}
+        self._encoders: dict[str, Encoder] = {}
+        self._rerankers: dict[str, Reranker] = {}
+        self.counters: dict[str, int] = defaultdict(int)
+        self._cost: dict[str, float] = {}
+        self._truncation: dict[str, float] = {}
+
+    # -- data ------------------------------------------------------------------
+    def prepare(self, config: EvalConfig) -> Prepared:
+        ds_key = config.dataset.model_dump_json()
+        chunking = ChunkingConfig(**config.chunking.model_dump())
+        key = content_key(ds_key, chunking.key(), config.evaluation.hit_min_overlap)
+        if key in self._prepared:
+            return self._prepared[key]
+        if ds_key not in self._datasets:
+            try:
+                self._datasets[ds_key] = load_dataset(config.dataset, self.lenient)
+            except ConfigError as e:
+                raise e.located(config.source) from None
+        eval_set = self._datasets[ds_key]
+        prepared = build_prepared(eval_set, config, chunking, key)
+        self._prepared[key] = prepared
+        return prepared
+
+    # -- stages ----------------------------------------------------------------
+    def _cached(self, key: str, compute, timings: dict, name: str) -> StageResult:
+        t = time.perf_counter()
+        if key in self._stages:
+            self.counters[f"{name}_memory_hits"] += 1
+            result = self._stages[key]
+        else:
+            arrays = self.stage_cache.get(key)
+            if arrays is not None:
+                self.counters[f"{name}_disk_hits"] += 1
+                result = StageResult.from_arrays(arrays)
+            else:
+                self.counters[f"{name}_computed"] += 1
+                result = compute()
+                result.compute_seconds = time.perf_counter() - t
+                self.stage_cache.put(key, result.arrays())
+            self._stages[key] = result
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
+        self._cost[name] = result.compute_seconds
+        return result
+
+    def _encoder(self, config) -> Encoder:
+        k = config.model_dump_json()
+        if k not in self._encoders:
+            self._encoders[k] = Encoder(config, self.cache_dir)
+        return self._encoders[k]
+
+    def _inputs_key(self, p: Prepared) -> str:
+        """What every first stage depends on besides its own settings; hashed once per prepared set."""
+        if p.inputs_key is None:
+            filters = None if p.allowed is None else content_key(np.packbits(p.allowed).tobytes())
+            p.inputs_key = content_key(content_key(*p.index_texts), content_key(*p.queries), filters)
+        return p.inputs_key
+
+    def _queries(
+        self, p: Prepared, config: EvalConfig
+    ) -> tuple[list[str], np.ndarray | None, np.ndarray | None]:
+        """(queries, their question, filter mask) for the first stages: several per question for
+        multi_query (the question and its rewrites) and plugin (the plugin's queries)."""
+        q = config.retrieval.query
+        if q.transform not in ("multi_query", "plugin"):
+            return p.queries, None, p.allowed
+        if q.transform == "multi_query":
+            lists = [[text, *rewrites] for text, rewrites in zip(p.queries, p.rewrites)]
+        else:
+            lists = plugin_queries(q.plugin, p.queries, self.cache_dir)
+        flat, owner = expand(lists)
+        return flat, owner, None if p.allowed is None else p.allowed[owner]
+
+    def _stage(
+        self, name: str, p: Prepared, config: EvalConfig, timings: dict, params, search
+    ) -> StageResult:
+        """A first stage over the (possibly expanded) queries; several queries per question fused by RRF."""
+        queries, owner, allowed = self._queries(p, config)
+        q, n = config.retrieval.query, config.retrieval.candidates
+
+        def compute() -> StageResult:
+            result = search(queries, allowed)
+            if owner is None:
+                return result
+            return rrf_by_owner(result, owner, len(p.queries), q.rrf_k, n, len(p.chunks))
+
+        if self.serving:
+            t = time.perf_counter()
+            result = compute()
+            timings[name] = self._cost[name] = time.perf_counter() - t
+            return result
+        extra = content_key(*queries) if owner is not None else None
+        key = content_key(name, self._inputs_key(p), params, n, extra, q.rrf_k if owner is not None else None)
+        return self._cached(key, compute, timings, name)
+
+    def _index(self, key: tuple, build):
+        """A BM25 or FAISS index: kept when serving, built for the one search otherwise."""
+        if not self.serving:
+            return build()
+        if key not in self._indexes:
+            self._indexes[key] = build()
+        return self._indexes[key]
+
+    def bm25(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
+        c, n, q = config.retrieval.bm25, config.retrieval.candidates, config.retrieval.query
+        rm3 = q.rm3 if q.transform == "rm3" else None
+        params = (
+            c.model_dump(exclude={"backend"}),
+            rm3 and rm3.model_dump(),
+        )  # both backends score alike (tested)
+
+        def search(queries: list[str], allowed) -> StageResult:
+            index = self._index(("bm25", p.key, repr(params)), lambda: BM25Index(p.index_texts, c, rm3))
+            return index.search(queries, n, allowed)
+
+        return self._stage("bm25", p, config, timings, params, search)
+
+    def dense(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
+        c, n, q = config.retrieval.dense, config.retrieval.candidates, config.retrieval.query
+        prf = q.prf if q.transform == "dense_prf" else None
+        params = (
+            c.model_dump(exclude={"batch_size", "model"}),
+            model_identity(c.model),
+            prf and prf.model_dump(),
+        )
+        encoder = self._encoder(c)  # the model itself loads only when a text must be encoded
+
+        def index() -> DenseIndex:
+            what = f"embedding chunks with {c.model}"
+            label = f"{self.label}: {what}" if self.label else what
+            docs = encoder.encode(p.index_texts, c.document_prefix, progress=label if self.progress else None)
+            return DenseIndex(docs, c)
+
+        def search(queries: list[str], allowed) -> StageResult:
+            found = self._index(("dense", p.key, repr(params[:2])), index)
+            vectors = encoder.encode(queries, c.query_prefix)
+            first = found.search(vectors, n, allowed)
+            if prf is None:
+                return first
+            return found.search(rocchio(vectors, found.vectors, first.ids, prf, c.normalize), n, allowed)
+
+        return self._stage("dense", p, config, timings, params, search)
+
+    def retrieve(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
+        r = config.retrieval
+        if r.mode == "bm25":
+            first = self.bm25(p, config, timings)
+        elif r.mode == "dense":
+            first = self.dense(p, config, timings)
+        else:
+            lexical, dense = self.bm25(p, config, timings), self.dense(p, config, timings)
+            t = time.perf_counter()
+            depth = max(r.top_k, r.candidates, r.rerank.depth if r.rerank.enabled else 0)
+            first = fuse(lexical, dense, r.fusion, depth, len(p.chunks))
+            timings["fusion"] = self._cost["fusion"] = time.perf_counter() - t
+        if r.rerank.enabled:
+            t = time.perf_counter()
+            k = r.rerank.model_dump_json()
+            if k not in self._rerankers:
+                self._rerankers[k] = Reranker(r.rerank, self.cache_dir)
+            reranker = self._rerankers[k]
+            reranker.label = self.label
+            before = reranker.scored
+            first = reranker.rerank(p.queries, p.index_texts, first)
+            self.counters["rerank_pairs_scored"] += reranker.scored - before
+            timings["rerank"] = self._cost["rerank"] = time.perf_counter() - t
+        return first  # the whole ranking: run() cuts it at top_k, the recall curve reads all of it
+
+    # -- the whole thing ---------------------------------------------------------
+    def n_questions(self, config: EvalConfig) -> int:
+        return self.prepare(config).labels.n_questions
+
+    def run(
+        self, config: EvalConfig, extra_metrics: list[str] = (), rows: np.ndarray | None = None
+    ) -> EvalResult:
+        """Evaluate ``config`` at its cutoffs up to top_k, plus ``extra_metrics`` (a sweep's objective).
+
+        ``rows`` restricts it to those answerable questions (sorted indices), for pruning by batches.
+        """
+        try:
+            return self._run(config, extra_metrics, rows)
+        except ConfigError as e:  # name the file, and the full key of a model that failed to load
+            raise e.located(config.source, _model_key(e, config)) from None
+
+    def _run(self, config: EvalConfig, extra_metrics, rows) -> EvalResult:
+        timings: dict[str, float] = {}
+        self._cost: dict[str, float] = {}
+        before = self._totals()  # counters are per run: what this configuration cost, not the process so far
+        t = time.perf_counter()
+        p = self.prepare(config)
+        if rows is not None:
+            key = (p.key, np.asarray(rows, dtype=np.int64).tobytes())
+            if key not in self._subsets:
+                self._subsets[key] = p.subset(rows)
+            p = self._subsets[key]
+        timings["prepare"] = time.perf_counter() - t
+        deep = self.retrieve(p, config, timings)
+        run = deep.head(config.retrieval.top_k)
+        t = time.perf_counter()
+        ks = tuple(k for k in config.evaluation.ks if k <= config.retrieval.top_k) or (
+            config.retrieval.top_k,
+        )
+        names = standard_metrics(ks)
+        names += [m for m in extra_metrics if m not in names]
+        chunk_scores = evaluate(run.ids, p.labels, names)
+        if p.has_spans:
+            for n in config.evaluation.span_metrics_at:
+                chunk_scores.values.update(span_metrics(run.ids, p.labels, p.chunks, n))
+        doc_run = document_run(run.ids, p.chunks.doc, len(p.eval_set.documents))
+        doc_scores = evaluate(doc_run, p.doc_labels, names)
+        texts = dict(zip(p.labels.question_ids, p.queries))
+        for s in (chunk_scores, doc_scores):
+            s.texts = texts
+        if config.evaluation.view == "document":
+            curve = recall_curve(
+                document_run(deep.ids, p.chunks.doc, len(p.eval_set.documents)), p.doc_labels
+            )
+        else:
+            curve = recall_curve(deep.ids, p.labels)
+        timings["metrics"] = time.perf_counter() - t
+        counters = {k: v - before.get(k, 0) for k, v in self._totals().items()}
+        scores = doc_scores if config.evaluation.view == "document" else chunk_scores
+        latency_ms = 1000 * sum(self._cost.values()) / max(1, len(p.queries))
+        share = self.truncation(p, config) if config.retrieval.mode != "bm25" else None
+        return EvalResult(
+            config,
+            scores,
+            chunk_scores,
+            doc_scores,
+            run,
+            curve,
+            timings,
+            counters,
+            latency_ms,
+            share,
+            trial_warnings(p, config, share),
+            list(p.eval_set.dropped),
+            p.chunks,
+            [d.id for d in p.eval_set.documents],
+            p.has_spans,
+        )
+
+    def _totals(self) -> dict[str, int]:
+        encoders = list(self._encoders.values())
+        return dict(self.counters) | {
+            "texts_encoded": sum(e.stats.encoded for e in encoders),
+            "texts_from_cache": sum(e.stats.cached for e in encoders),
+        }
+
+    def truncation(self, p: Prepared, config: EvalConfig) -> float:
+        """Share of chunks the dense model truncates, counted once per chunk set and model (cached)."""
+        c = config.retrieval.dense
+        key = content_key(
+            "truncated",
+            content_key(*p.index_texts),
+            model_identity(c.model),
+            c.max_seq_length,
+            c.document_prefix,
+        )
+        if key not in self._truncation:
+            found = self.stage_cache.get(key)
+            if found is None:
+                found = {"share": np.array([truncated_share(p.index_texts, c)])}
+                self.stage_cache.put(key, found)
+            self._truncation[key] = float(found["share"][0])
+        return self._truncation[key]
+
+
+def _model_key(error: ConfigError, config: EvalConfig) -> str:
+    if error.key != "model":
+        return error.key
+    r = config.retrieval
+    named = [
+        ("retrieval.dense.model", r.dense.model, r.mode != "bm25"),
+        ("retrieval.rerank.model", r.rerank.model, r.rerank.enabled),
+    ]
+    return next((key for key, name, used in named if used and repr(name) in error.message), error.key)

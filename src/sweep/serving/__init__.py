@@ -1,0 +1,1 @@
+"""The tuned retriever outside the tool: ``Retriever`` and ``sweep export``."""

@@ -1,0 +1,1 @@
+"""The search: the sweep configuration, its space, the Optuna study, workers, recovery and the finish."""

@@ -1,0 +1,156 @@
+"""One trial: propose, skip repeats, evaluate (in pruning batches if asked), log; whatever it raises
+fails this trial only. Functions of the :class:`~sweep.tuning.sweep.Sweep` that runs them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import optuna
+
+from sweep.cache import CacheWriteError
+from sweep.errors import SweepError
+from sweep.outputs.render import trial_lines
+from sweep.outputs.run_view import applicable, flatten
+from sweep.pipeline.result import merge_results
+from sweep.tuning.space import suggest
+from sweep.tuning.storage import HOST_ATTR, PID_ATTR, TRIAL_ATTR
+from sweep.tuning.trials import KIND_ATTR, SESSION_ATTR, best_trial, counts, is_surplus, twin_of
+from sweep.tuning.workers import worker_label
+
+if TYPE_CHECKING:
+    from sweep.tuning.sweep import Sweep
+
+
+class DuplicateTrial(Exception):
+    """The sampler proposed a configuration already evaluated (or running): recorded, never re-run."""
+
+
+def objective(sweep: Sweep, trial: optuna.Trial) -> float:
+    """Evaluate one trial. Its MLflow run is created and filled here but closed only after Optuna has
+    recorded the trial (:meth:`_after_trial`); tracking failures never fail the trial."""
+    params = suggest(trial, sweep.search, sweep.baseline_flat)
+    twin = twin_of(trial.study, trial.number, params, sweep.session)
+    if twin is not None:
+        trial.set_user_attr("duplicate_of", twin.number)
+        trial.set_user_attr(KIND_ATTR, "duplicate")
+        raise DuplicateTrial(f"repeats trial {twin.number}")
+    config = sweep.config_for(params)
+    flat = applicable(flatten(config.model_dump(mode="json", exclude={"source"})))
+    worker = f"{sweep.identity[HOST_ATTR]}:{sweep.identity[PID_ATTR]}"
+    run_id = sweep.guard.call(
+        sweep.tracker.start_trial,
+        sweep.parent_id,
+        trial.number,
+        {k: v for k, v in params.items() if k in flat},
+        sweep.search.objective,
+        {"sweep.worker": worker},
+    )
+    trial.set_user_attr("mlflow_run_id", run_id)
+    sweep.pipeline.label = f"{worker_label()}trial {trial.number}"
+    metrics = [sweep.search.objective] + [m for m in sweep.search.extra_objectives if m != "latency_ms"]
+    result = evaluate(sweep, trial, config, metrics, run_id)
+    means = result.scores.mean() | {"latency_ms": result.latency_ms}
+    value = means[sweep.search.objective]
+    trial.set_user_attr("means", {k: float(v) for k, v in means.items()})
+    trial.set_user_attr("seconds", sum(result.timings.values()))
+    for warning in result.warnings:
+        if warning not in sweep._warned:  # once per sweep: each chunking and model says it once
+            sweep._warned.add(warning)
+            sweep.say(f"warning: {warning}")
+    if run_id:
+        sweep.guard.call(sweep.tracker.log_trial, run_id, trial.number, result, value, means)
+    if sweep.search.extra_objectives:
+        return (value, *(means[m] for m in sweep.search.extra_objectives))
+    return value
+
+
+def evaluate(sweep: Sweep, trial: optuna.Trial, config, metrics: list[str], run_id: str | None):
+    """The whole question set at once; with a pruner, growing batches that report as they go."""
+    if sweep.search.pruner == "none":
+        result = sweep.pipeline.run(config, metrics)
+        trial.set_user_attr("questions_evaluated", len(result.scores.question_ids))
+        return result
+    n = sweep.pipeline.n_questions(config)
+    order = np.random.default_rng(sweep.search.seed).permutation(n)  # same batches for every trial
+    parts = []
+    for i, rows in enumerate(np.array_split(order, min(sweep.search.pruning_batches, max(n, 1)))):
+        parts.append(sweep.pipeline.run(config, metrics, rows=np.sort(rows)))
+        partial = merge_results(parts)
+        seen = len(partial.scores.question_ids)
+        value = partial.scores.mean()[sweep.search.objective]
+        trial.report(value, step=seen)
+        trial.set_user_attr("questions_evaluated", seen)
+        if seen < n and trial.should_prune():
+            means = partial.scores.mean() | {"latency_ms": partial.latency_ms}
+            trial.set_user_attr("seconds", sum(partial.timings.values()))
+            if run_id:
+                sweep.guard.call(sweep.tracker.log_trial, run_id, trial.number, partial, value, means)
+            raise optuna.TrialPruned(f"{sweep.search.objective} {value:.4f} after {seen} of {n} questions")
+    return partial
+
+
+def run_trial(sweep: Sweep, trial: optuna.Trial) -> float:
+    """One trial, isolated: whatever it raises fails this trial only, with the reason in Optuna and MLflow."""
+    sweep._lock.release()
+    if is_surplus(trial.study, trial.number, sweep.target):
+        trial.set_user_attr("surplus", True)
+        trial.set_user_attr(KIND_ATTR, "surplus")
+        raise SweepError("surplus: the study reached its count while this trial started")
+    stale = {k: None for k in ("error", KIND_ATTR, "mlflow_run_id", "means") if k in trial.user_attrs}
+    # the trial number last: until it is set, a retry copy's old (dead) pid is not taken for this trial's
+    for key, value in {
+        **sweep.identity,
+        SESSION_ATTR: sweep.session,
+        **stale,
+        TRIAL_ATTR: trial.number,
+    }.items():
+        trial.set_user_attr(key, value)
+    try:
+        return objective(sweep, trial)
+    except (optuna.TrialPruned, DuplicateTrial):
+        raise
+    except Exception as e:
+        reason = str(e) if isinstance(e, SweepError) else f"{type(e).__name__}: {e}"
+        trial.set_user_attr("error", reason[:500])
+        trial.set_user_attr(KIND_ATTR, "error")
+        if isinstance(e, CacheWriteError):  # every later trial would fail alike: stop with one line
+            sweep._fatal = e
+        raise
+
+
+def after_trial(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """Optuna has recorded the trial: now its run may close (this order keeps MLflow behind Optuna)."""
+    run_id = trial.user_attrs.get("mlflow_run_id")
+    if run_id:
+        state = {optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.PRUNED: "pruned"}
+        sweep.guard.call(
+            sweep.tracker.end_trial, run_id, state.get(trial.state, "failed"), trial.user_attrs.get("error")
+        )
+    sweep._repeats = sweep._repeats + 1 if trial.user_attrs.get(KIND_ATTR) == "duplicate" else 0
+    progress(sweep, study, trial)
+
+
+def progress(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    if trial.user_attrs.get(KIND_ATTR) == "surplus":
+        return
+    sweep._done = counts(study).done
+    for line in trial_lines(
+        trial,
+        sweep._done,
+        sweep.target,
+        best_trial(study),
+        sweep.search.objective,
+        sweep.search.extra_objectives,
+    ):
+        sweep.say(line)
+
+
+def reconnect(sweep: Sweep, study: optuna.Study) -> None:
+    """While MLflow is away, look every few seconds; when it answers, log what it missed."""
+    if sweep.guard.back_online():
+        sweep.say("MLflow answers again: logging the trials it missed")
+        sweep.recover(study)
+
+
+__all__ = ["DuplicateTrial", "after_trial", "evaluate", "objective", "progress", "reconnect", "run_trial"]

@@ -1,0 +1,109 @@
+"""Chunkers: exact offsets, coverage, configured overlap, no empty chunks (hypothesis)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweep.chunking import ChunkingConfig, chunk_text, get_tokenizer
+
+PIECES = list("abcdefgh ĳé\n.?!,ü") + ["\n\n", "  ", "word", " the", "🙂"]
+texts = st.lists(st.sampled_from(PIECES), max_size=150).map("".join)
+sizes = st.integers(1, 40)
+
+
+def covered(text: str, spans) -> np.ndarray:
+    mask = np.zeros(len(text), dtype=bool)
+    for s, e in spans:
+        mask[s:e] = True
+    return mask
+
+
+def non_space(text: str) -> np.ndarray:
+    return np.array([not c.isspace() for c in text], dtype=bool)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=texts, size=sizes, data=st.data())
+def test_fixed_chars(text, size, data):
+    overlap = data.draw(st.integers(0, size - 1))
+    spans = chunk_text(text, ChunkingConfig("fixed", size, overlap, "chars"))
+    assert all(e > s and text[s:e].strip() for s, e in spans)
+    assert all(e - s <= size for s, e in spans)
+    # every non-whitespace character is in some chunk
+    assert not (non_space(text) & ~covered(text, spans)).any()
+    # before whitespace-only windows are dropped, windows step by size - overlap
+    raw = chunk_text(
+        text.replace(" ", "x").replace("\n", "x"), ChunkingConfig("fixed", size, overlap, "chars")
+    )
+    for (s1, e1), (s2, e2) in zip(raw, raw[1:]):
+        assert s2 - s1 == size - overlap and e1 - s2 == overlap
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=texts, size=sizes, data=st.data(), tokenizer=st.sampled_from(["word", "cl100k"]))
+def test_fixed_tokens(text, size, data, tokenizer):
+    overlap = data.draw(st.integers(0, size - 1))
+    spans = chunk_text(text, ChunkingConfig("fixed", size, overlap, "tokens", tokenizer))
+    tok = get_tokenizer(tokenizer)
+    assert all(e > s and text[s:e].strip() for s, e in spans)
+    assert not (non_space(text) & ~covered(text, spans)).any()
+    token_spans = [tuple(t) for t in tok.spans(text)]
+    for s, e in spans:  # a character split over several tokens gives empty spans: not counted
+        assert sum(1 for ts, te in token_spans if s <= ts and te <= e and te > ts) <= size
+    starts = {s: i for i, (s, _) in enumerate(token_spans)}
+    if tokenizer == "word" and len(spans) > 1:
+        first, second = spans[0], spans[1]
+        if first[0] in starts and second[0] in starts:
+            shared = [t for t in token_spans if t[0] >= second[0] and t[1] <= first[1]]
+            assert len(shared) == overlap
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=texts, size=st.integers(2, 60), data=st.data(), unit=st.sampled_from(["chars", "tokens"]))
+def test_recursive(text, size, data, unit):
+    overlap = data.draw(st.integers(0, size - 1))
+    spans = chunk_text(text, ChunkingConfig("recursive", size, overlap, unit, "cl100k"))
+    assert all(e > s and text[s:e] == text[s:e].strip() and text[s:e] for s, e in spans)
+    assert not (non_space(text) & ~covered(text, spans)).any()
+    assert [s for s, _ in spans] == sorted(s for s, _ in spans)
+
+
+def test_document_strategy_is_one_chunk():
+    assert chunk_text("  whole doc ", ChunkingConfig("document")) == [(0, 12)]
+
+
+def test_cl100k_offsets_tile_the_text():
+    text = "Naïve café — 東京 tokens 🙂 done."
+    spans = get_tokenizer("cl100k").spans(text)
+    assert spans[0, 0] == 0 and spans[-1, 1] == len(text)
+    assert (spans[1:, 0] == spans[:-1, 1]).all()
+
+
+def test_recursive_known_case():
+    # traced by hand through LangChain's algorithm: "." splits off as its own piece
+    text = "Hello\n\nworld.\n\nThis is a test."
+    spans = chunk_text(text, ChunkingConfig("recursive", 10, 0, "chars"))
+    assert [text[s:e] for s, e in spans] == ["Hello", "world.", "This is a", "test", "."]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=texts, size=st.integers(2, 60), data=st.data())
+def test_recursive_equals_langchain(text, size, data):
+    """The reference implementation: LangChain's splitter gives the same chunk texts."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    overlap = data.draw(st.integers(0, size - 1))
+    config = ChunkingConfig("recursive", size, overlap, "chars")
+    reference = RecursiveCharacterTextSplitter(
+        chunk_size=size, chunk_overlap=overlap, keep_separator=True, separators=list(config.separators)
+    ).split_text(text)
+    assert [text[s:e] for s, e in chunk_text(text, config)] == reference
+
+
+@pytest.mark.parametrize("bad", [dict(size=0), dict(size=10, overlap=10), dict(size=10, overlap=-1)])
+def test_impossible_configs(bad):
+    with pytest.raises(ValueError):
+        ChunkingConfig("fixed", **{"overlap": 0, **bad})

@@ -1,0 +1,199 @@
+"""Retrieval stages: BM25 backends agree, fusion by hand, reranking plumbing, filters, views."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sweep.config.schema import BM25Config, FusionConfig, RerankConfig
+from sweep.pipeline.result import document_run
+from sweep.retrieval import Reranker, StageResult, bm25_search, fuse, top_k
+from sweep.retrieval.bm25 import Analyzer, RankBM25, SparseBM25
+
+
+def test_sparse_bm25_equals_rank_bm25_on_scifact(shared_data):
+    from sweep.data import load_beir
+
+    ds = load_beir(shared_data / "scifact", "test")
+    config = BM25Config(k1=1.2, b=0.75)
+    analyze = Analyzer(config)
+    corpus = [analyze(f"{d.title} {d.text}") for d in ds.documents[:2000]]
+    queries = [analyze(q.text) for q in ds.questions[:40]] + [["the", "the", "cell"], [], ["zzzunknown"]]
+    ours = SparseBM25(corpus, config).scores(queries)
+    reference = RankBM25(corpus, config).scores(queries)
+    assert np.abs(ours - reference).max() < 1e-6
+
+
+def test_bm25_idf_floor_and_repeated_query_terms_by_hand():
+    # 3 docs; "a" is in all of them: idf = ln(0.5/3.5) < 0, floored at 0.25 * mean idf
+    docs = [["a", "b"], ["a", "c"], ["a", "b", "c", "d"]]
+    config = BM25Config(k1=1.5, b=0.75, stopwords="none", stemming="none")
+    s = SparseBM25(docs, config)
+    idf = {t: np.log(3 - n + 0.5) - np.log(n + 0.5) for t, n in {"a": 3, "b": 2, "c": 2, "d": 1}.items()}
+    eps = 0.25 * np.mean(list(idf.values()))
+    avgdl = 8 / 3
+
+    def w(term, tf, dl):
+        i = idf[term] if idf[term] >= 0 else eps
+        return i * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * dl / avgdl))
+
+    got = s.scores([["a", "a", "d"]])[0]
+    assert got == pytest.approx([2 * w("a", 1, 2), 2 * w("a", 1, 2), 2 * w("a", 1, 4) + w("d", 1, 4)])
+
+
+def test_bm25_search_returns_only_matching_chunks_and_respects_filters():
+    texts = ["red apple", "green apple", "blue sky"]
+    config = BM25Config(stemming="none")
+    r = bm25_search(texts, ["apple", "sky"], config, depth=3)
+    assert r.ids.tolist() == [[0, 1, -1], [2, -1, -1]]
+    allowed = np.array([[False, True, True], [True, True, True]])
+    assert bm25_search(texts, ["apple", "sky"], config, 3, allowed).ids[0].tolist() == [1, -1, -1]
+
+
+def test_top_k_ties_keep_lower_index():
+    r = top_k(np.array([[0.5, 0.9, 0.5, 0.9]]), 3)
+    assert r.ids.tolist() == [[1, 3, 0]]
+
+
+def result(ids, scores):
+    return StageResult(np.array(ids, dtype=np.int64), np.array(scores, dtype=np.float32))
+
+
+def test_linear_fusion_minmax_by_hand():
+    lexical = result([[0, 1, 2]], [[10.0, 6.0, 2.0]])  # normalised 1, 0.5, 0
+    dense = result([[2, 3, -1]], [[0.9, 0.5, -np.inf]])  # normalised 1, 0; chunk 0, 1 missing -> 0
+    fused = fuse(lexical, dense, FusionConfig(method="linear", alpha=0.25), depth=4, n_chunks=4)
+    # 0: .75*1 = .75; 1: .75*.5 = .375; 2: .75*0 + .25*1 = .25; 3: .25*0 = 0
+    assert fused.ids.tolist() == [[0, 1, 2, 3]]
+    assert fused.scores[0] == pytest.approx([0.75, 0.375, 0.25, 0.0])
+
+
+def test_linear_fusion_extremes_are_the_pure_retrievers():
+    lexical = result([[0, 1, 2]], [[3.0, 2.0, 1.0]])
+    dense = result([[2, 1, 0]], [[0.9, 0.8, 0.1]])
+    assert fuse(lexical, dense, FusionConfig(alpha=0.0), 3, 3).ids.tolist() == [[0, 1, 2]]
+    assert fuse(lexical, dense, FusionConfig(alpha=1.0), 3, 3).ids.tolist() == [[2, 1, 0]]
+
+
+def test_zscore_fusion_by_hand():
+    lexical = result([[0, 1]], [[3.0, 1.0]])  # z: +1, -1
+    dense = result([[1, 2]], [[0.8, 0.4]])  # z: +1, -1; chunk 0 missing -> floor -1
+    fused = fuse(lexical, dense, FusionConfig(alpha=0.5, normalization="zscore"), 3, 3)
+    # 0: .5*1 + .5*(-1) = 0; 1: .5*(-1) + .5*1 = 0; 2: .5*(-1) [lexical floor] + .5*(-1) = -1
+    assert fused.ids.tolist() == [[0, 1, 2]]
+    assert fused.scores[0] == pytest.approx([0.0, 0.0, -1.0])
+
+
+def test_rrf_by_hand():
+    lexical = result([[0, 1, 2]], [[3.0, 2.0, 1.0]])
+    dense = result([[2, 0, -1]], [[0.9, 0.8, -np.inf]])
+    fused = fuse(lexical, dense, FusionConfig(method="rrf", rrf_k=60), 3, 3)
+    expected = {0: 1 / 61 + 1 / 62, 1: 1 / 62, 2: 1 / 63 + 1 / 61}
+    assert fused.ids.tolist() == [[0, 2, 1]]
+    assert fused.scores[0] == pytest.approx([expected[0], expected[2], expected[1]])
+
+
+def test_document_view_ranks_a_document_at_its_best_chunk():
+    run = np.array([[3, 0, 4, 1, -1], [2, 2, 5, -1, -1]])
+    chunk_doc = np.array([0, 0, 1, 2, 2, 1])
+    assert document_run(run, chunk_doc, 3).tolist() == [[2, 0, -1, -1, -1], [1, -1, -1, -1, -1]]
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory):
+    """A 2-layer CrossEncoder with random weights and MiniLM's tokenizer: plumbing only."""
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from sweep.models import resolve_model
+
+    folder = tmp_path_factory.mktemp("tiny-ce")
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    src = resolve_model("minilm-l6")
+    from pathlib import Path
+
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (Path(src) / name).exists():
+            shutil.copy(Path(src) / name, folder / name)
+    return str(folder)
+
+
+def test_cross_encoder_rerank_reorders_the_head_and_caches_scores(tiny_cross_encoder, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    queries = ["what is a cell", "stars in the sky"]
+    texts = ["cells are units of life", "the sky at night", "stars burn hydrogen", "membranes wrap cells"]
+    first = result([[0, 1, 2, 3], [1, 2, 0, 3]], [[4, 3, 2, 1], [4, 3, 2, 1]])
+    config = RerankConfig(enabled=True, kind="cross_encoder", model=tiny_cross_encoder, depth=3)
+    reranker = Reranker(config, str(tmp_path))
+    out = reranker.rerank(queries, texts, first)
+    reference = CrossEncoder(tiny_cross_encoder, device="cpu")
+    for q in range(2):
+        head = first.ids[q, :3]
+        s = reference.predict([(queries[q], texts[c]) for c in head])
+        expected = head[np.lexsort((np.arange(3), -s))]
+        assert out.ids[q, :3].tolist() == expected.tolist()
+        assert out.ids[q, 3] == first.ids[q, 3]  # below the depth: first-stage order kept
+    assert reranker.scored == 6
+    again = Reranker(config, str(tmp_path))  # a new process would see the same disk cache
+    assert again.rerank(queries, texts, first).ids.tolist() == out.ids.tolist()
+    assert again.scored == 0 and again.reused == 6
+
+
+def test_missing_model_is_a_config_error():
+    from sweep.errors import ConfigError
+    from sweep.retrieval.rerank import load_cross_encoder
+
+    with pytest.raises(ConfigError, match="cannot load model 'no-such-org/no-such-model'"):
+        load_cross_encoder("no-such-org/no-such-model")
+
+
+def test_maxsim_rerank_scores_by_hand(tmp_path):
+    """ColBERT-style MaxSim: sum over query tokens of the best cosine with any text token."""
+    from sweep.retrieval.dense import load_sentence_transformer
+
+    queries = ["immutable sequence"]
+    texts = ["lists can change", "tuples are immutable sequences", "the sky is blue"]
+    first = result([[0, 2, 1]], [[3, 2, 1]])
+    reranker = Reranker(RerankConfig(enabled=True, kind="maxsim", model="minilm-l6", depth=3), str(tmp_path))
+    out = reranker.rerank(queries, texts, first)
+    model = load_sentence_transformer("minilm-l6")
+
+    def unit(x):
+        x = x.numpy()
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    q = unit(model.encode(queries, output_value="token_embeddings")[0])
+    expected = [
+        float((q @ unit(model.encode([t], output_value="token_embeddings")[0]).T).max(axis=1).sum())
+        for t in texts
+    ]
+    assert out.ids[0].tolist() == list(np.argsort(-np.array(expected), kind="stable"))
+    assert out.scores[0] == pytest.approx(sorted(expected, reverse=True), rel=1e-4)
+    assert out.ids[0, 0] == 1  # the tuple sentence wins
+
+
+@pytest.mark.parametrize("index", ["hnsw", "ivf"])
+def test_approximate_indexes_find_the_exact_neighbours_on_easy_data(index):
+    from sweep.config.schema import DenseConfig
+    from sweep.retrieval import dense_search
+
+    rng = np.random.default_rng(0)
+    docs = rng.normal(size=(2000, 32)).astype(np.float32)
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    queries = docs[:50] + 0.01 * rng.normal(size=(50, 32)).astype(np.float32)
+    exact = dense_search(docs, queries, DenseConfig(index="flat"), 5, None)
+    approx = dense_search(docs, queries, DenseConfig(index=index, ivf_lists=16, ivf_probe=8), 5, None)
+    assert (exact.ids[:, 0] == np.arange(50)).all()
+    assert (approx.ids[:, 0] == exact.ids[:, 0]).mean() >= 0.95
