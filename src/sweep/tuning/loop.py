@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import optuna
 
 from sweep.tuning.objective import after_trial, reconnect, run_trial
-from sweep.tuning.storage import fail_dead_trials
 from sweep.tuning.trials import counts, fresh_params
 from sweep.tuning.workers import AskLock, signal_all
 
@@ -31,8 +30,7 @@ def work(sweep: Sweep, study: optuna.Study) -> None:
         reconnect(sweep, study)
         lock.acquire()  # held from "is another trial needed?" until the trial exists (_guarded releases it)
         try:
-            # a local worker that died: at once, not after the grace
-            fail_dead_trials(study, sweep.search.retries, sweep.search.grace_period)
+            sweep.fail_dead(study)  # a local worker that died: at once, not after the grace
             c = counts(study, sweep.session)
             if c.done >= sweep.target:
                 if sweep.target < sweep.trials and not sweep.worker_only:
@@ -74,7 +72,7 @@ def work(sweep: Sweep, study: optuna.Study) -> None:
             for proc in sweep._procs:
                 proc.poll()  # reap a dead worker so its pid reads as gone
             time.sleep(min(2.0, sweep.search.heartbeat_interval))
-            fail_dead_trials(study, sweep.search.retries, sweep.search.grace_period)
+            sweep.fail_dead(study)
 
 
 def say_waiting(sweep: Sweep, study: optuna.Study) -> None:

@@ -263,15 +263,23 @@ class Sweep:
             lambda params: self.config_for(params).model_dump(mode="json", exclude={"source"}),
         )
         if failed or fixed:
-            parts = (
-                [
-                    f"trial(s) {', '.join(map(str, failed))} of dead workers marked failed"
-                    + (" and re-queued" if self.search.retries else "")
-                ]
-                if failed
-                else []
-            )
-            self.say("recovered: " + "; ".join(parts + ([fixed.describe()] if fixed else [])))
+            self.say_recovered(failed, [fixed.describe()] if fixed else [])
+
+    def fail_dead(self, study: optuna.Study) -> None:
+        """What the worker loop checks between trials: a trial whose worker died (here at once, one
+        that was never stamped after the grace period) fails, is re-queued and is reported."""
+        failed = fail_dead_trials(study, self.search.retries, self.search.grace_period)
+        if failed:
+            self.say_recovered(failed, [])
+
+    def say_recovered(self, failed: list[int], fixed: list[str]) -> None:
+        retried = " and re-queued" if self.search.retries else ""
+        parts = (
+            [f"trial(s) {', '.join(map(str, failed))} of dead workers marked failed{retried}"]
+            if failed
+            else []
+        )
+        self.say("recovered: " + "; ".join(parts + fixed))
 
     def worker_argv(self) -> list[str]:
         # the URLs travel in the environment (URLS_ENV), not on the command line, where `ps` shows any password
