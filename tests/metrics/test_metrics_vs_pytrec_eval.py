@@ -6,11 +6,13 @@ Random graded qrels, runs with many tied scores and lists shorter than k.
 from __future__ import annotations
 
 import random
+from types import MappingProxyType
 
 import pytest
 import pytrec_eval
 
 from sweep import DataError, score
+from sweep.metrics import runfiles
 
 KS = (1, 3, 5, 10, 20)
 OURS_TO_TREC = {
@@ -96,6 +98,11 @@ def test_a_ranked_list_is_scored_in_its_own_order_and_files_equal_dicts(tmp_path
     }
     names = our_names()
     assert score(qrels, trec_order, names).per_question() == score(qrels, run, names).per_question()
+    read_only = {q: MappingProxyType(d) for q, d in run.items()}  # any Mapping, not only dict
+    assert (
+        score(MappingProxyType(qrels), read_only, names).per_question()
+        == score(qrels, run, names).per_question()
+    )
     reversed_lists = {
         q: docs[::-1] for q, docs in trec_order.items()
     }  # a list is never re-sorted by a tie rule
@@ -111,6 +118,48 @@ def test_a_ranked_list_is_scored_in_its_own_order_and_files_equal_dicts(tmp_path
         score(tmp_path / "q", str(tmp_path / "r"), names).per_question()
         == score(qrels, run, names).per_question()
     )
+
+
+def test_files_with_any_whitespace_in_any_line_order_score_as_their_dicts(tmp_path, monkeypatch):
+    """Tabs, runs of spaces, CRLF, indented and blank lines, questions interleaved, non-ASCII ids, a
+    question only the run has and one the run lacks: the file reader must see what ``split()`` sees."""
+    qrels, run = random_case(7, n_questions=80)
+    qrels = {q: {d + "é": g for d, g in docs.items()} for q, docs in qrels.items()}
+    run = {q: {d + "é": s for d, s in docs.items()} for q, docs in run.items() if q != "q3"}
+    run["only-in-run"] = {"d000é": 1.0}
+    seps = [" ", "\t", "  ", " \t "]
+    rng = random.Random(1)
+    qrel_lines = [f"{q} 0 {d} {g}" for q, docs in qrels.items() for d, g in docs.items()]
+    run_lines = [f"{q} Q0 {d} 9 {s!r} t" for q, docs in run.items() for d, s in docs.items()]
+    rng.shuffle(run_lines)
+
+    def messy(lines: list[str]) -> str:
+        out = []
+        for line in lines:
+            out.append(rng.choice(["", " ", "\t"]) + rng.choice(seps).join(line.split(" ")))
+            out[-1] += rng.choice(["", " ", "\t"]) + rng.choice(["\n", "\r\n", "\n\n", "\n  \n"])
+        return "".join(out)
+
+    (tmp_path / "q").write_text(messy(qrel_lines), encoding="utf-8", newline="")
+    (tmp_path / "r").write_text(messy(run_lines), encoding="utf-8", newline="")
+    names = our_names()
+    for slow in ("read_qrels", "read_run"):  # the one-pass reader takes these files, not the line reader
+        monkeypatch.setattr(runfiles, slow, lambda path: pytest.fail(f"{path} went line by line"))
+    from_files = score(tmp_path / "q", tmp_path / "r", names)
+    from_dicts = score(qrels, run, names)
+    assert from_files.per_question() == from_dicts.per_question()
+    assert from_files.skipped == from_dicts.skipped and "only-in-run" in from_dicts.skipped
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {trec_name(n) for n in names})
+    for qid, values in evaluator.evaluate(run).items():
+        if qid in from_files.question_ids:
+            assert from_files.per_question()[qid]["map"] == pytest.approx(values["map"], abs=1e-12)
+
+
+def test_a_qrels_file_that_judges_a_pair_twice_names_the_line(tmp_path):
+    (tmp_path / "q").write_text("q1 0 d1 1\nq1 0 d2 0\nq1 0 d1 2\n")
+    (tmp_path / "r").write_text("q1 Q0 d1 1 1.0 t\n")
+    with pytest.raises(DataError, match=r"line 3.*duplicate qrel|duplicate qrel.*line 3|:3"):
+        score(tmp_path / "q", tmp_path / "r", ["mrr"])
 
 
 @pytest.mark.parametrize(

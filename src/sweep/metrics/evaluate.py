@@ -11,7 +11,7 @@ import numpy as np
 
 from sweep.errors import ConfigError
 from sweep.labels import Labels
-from sweep.metrics.gains import ranked_gains
+from sweep.metrics.gains import RankedGains, ranked_gains, sparse_gains
 from sweep.metrics.ranking import KERNELS, NEEDS_K, NO_K
 
 METRIC_PATTERN = re.compile(r"^(?P<name>[a-z_]+?)(?:@(?P<k>\d+))?$")
@@ -89,7 +89,43 @@ class Scores:
 def evaluate(run: np.ndarray, labels: Labels, metrics: list[str] | None = None) -> Scores:
     """Score a run (``(questions, depth)`` chunk indices, ``-1`` padded) against labels."""
     parsed = [parse_metric(m) for m in (metrics or standard_metrics())]
-    ideal_depth = max([1] + [m.k for m in parsed if m.family.startswith("ndcg") and m.k is not None])
-    gains = ranked_gains(run, labels, ideal_depth=ideal_depth)
+    return _scores(ranked_gains(run, labels, ideal_depth=_ideal_depth(parsed)), labels, parsed)
+
+
+def evaluate_entries(
+    labels: Labels,
+    rows: np.ndarray,
+    ranks: np.ndarray,
+    chunks: np.ndarray,
+    depth: int,
+    metrics: list[str] | None = None,
+) -> Scores:
+    """Score retrieved entries given sparsely (question row, 0-based rank, chunk), without a run matrix.
+
+    Only the entries of labelled chunks matter; a caller that knows where they rank (``sweep.score``
+    does) passes just those. The values equal :func:`evaluate` on the full matrix.
+
+    Args:
+        labels: the labels the rows follow.
+        rows, ranks, chunks: parallel int arrays.
+        depth: the longest ranking's length.
+        metrics: measure names; default: the standard set.
+
+    Returns:
+        :class:`Scores`.
+
+    Example:
+        >>> evaluate_entries(labels, np.array([0]), np.array([0]), np.array([3]), depth=10)  # doctest: +SKIP
+    """
+    parsed = [parse_metric(m) for m in (metrics or standard_metrics())]
+    gains = sparse_gains(labels, rows, ranks, chunks, max(depth, 1), ideal_depth=_ideal_depth(parsed))
+    return _scores(gains, labels, parsed)
+
+
+def _ideal_depth(parsed: list[Metric]) -> int:
+    return max([1] + [m.k for m in parsed if m.family.startswith("ndcg") and m.k is not None])
+
+
+def _scores(gains: RankedGains, labels: Labels, parsed: list[Metric]) -> Scores:
     values = {m.name: KERNELS[m.family](gains, m.k) for m in parsed}
     return Scores(list(labels.question_ids), values, list(labels.skipped))

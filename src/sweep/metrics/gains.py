@@ -49,13 +49,38 @@ def ranked_gains(run: np.ndarray, labels: Labels, ideal_depth: int = 1) -> Ranke
     n_q, depth = run.shape
 
     # pre-filter with a hash set of the labelled (question, chunk) keys, so the
-    # exact join below only sees a few candidate ranks, not all of them
+    # exact join in sparse_gains only sees a few candidate ranks, not all of them
     keys = np.arange(n_q, dtype=np.int64)[:, None] * labels.n_chunks + run
     table, shift = _hash_table(labels.pair_key)
     rows, cols = np.nonzero(table[_hash(keys, shift)])
     keep = run[rows, cols] >= 0  # padding
     rows, cols = rows[keep], cols[keep]
-    keys = keys[rows, cols]
+    return sparse_gains(labels, rows, cols, run[rows, cols], depth, ideal_depth)
+
+
+def sparse_gains(
+    labels: Labels, rows: np.ndarray, cols: np.ndarray, chunks: np.ndarray, depth: int, ideal_depth: int = 1
+) -> RankedGains:
+    """The gains of retrieved entries given sparsely: chunk ``chunks[i]`` at rank ``cols[i]`` of
+    question row ``rows[i]``; entries that hit no label are ignored, in any order.
+
+    What :func:`ranked_gains` does after finding the candidates, and what a caller that already
+    knows where the judged chunks rank (``sweep.score``) calls without building the run matrix.
+
+    Args:
+        labels: the labels the rows follow.
+        rows, cols, chunks: parallel int arrays (question row, 0-based rank, chunk index).
+        depth: the run's depth (the longest ranking).
+        ideal_depth: the depth of the ideal gains (NDCG's largest k).
+
+    Returns:
+        The :class:`RankedGains` the kernels read.
+
+    Example:
+        >>> g = sparse_gains(labels, np.array([0]), np.array([2]), np.array([7]), depth=10)  # doctest: +SKIP
+    """
+    n_q = labels.n_questions
+    keys = rows.astype(np.int64) * labels.n_chunks + chunks
     lo = np.searchsorted(labels.pair_key, keys, side="left")
     found = np.zeros(len(keys), dtype=bool)
     inside = lo < len(labels.pair_key)

@@ -1,18 +1,23 @@
 """TREC qrels and run files: ``qid iter docid grade`` and ``qid Q0 docid rank score tag``.
 
-Reading fails loudly with the file and line of every problem; a well-formed run file takes a fast
-path (one split of the whole file) and only a file with a problem is read line by line, to name it.
+Reading fails loudly with the file and line of every problem: a well-formed file is parsed in C++
+(Arrow's CSV reader, one space between tokens) and only a file with a problem is read line by line,
+to name it.
 Writing nudges tied scores apart so that trec_eval's tie rule keeps the ranking's own order.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 
 from sweep.errors import DataError, Problem
 from sweep.textfile import numbered_lines
@@ -93,45 +98,95 @@ def _rows(path: str | Path):
         yield n, line.split()
 
 
-def read_run_columns(path: str | Path) -> tuple[list, list, np.ndarray]:
-    """A run file's (qids, docids, scores), one entry a line, with the checks of :func:`read_run`.
+Columns = tuple[pa.Array, pa.Array, np.ndarray]
+_IRREGULAR = (b"\t", b"\r", b"\x0b", b"\x0c", b"  ", b"\n ", b" \n")  # anything but one space between tokens
 
-    A well-formed file is split in one go and its ids come back as ``bytes`` (UTF-8, compared
-    bytewise: trec_eval's strcmp order); any problem sends it through :func:`read_run`, which names
-    the line (and returns ``str`` ids).
+
+def _table(path: str | Path, n_columns: int, types: dict[int, pa.DataType]) -> pa.Table | None:
+    """The file's columns ``types`` (index -> type), parsed in C++; None when any line does not fit,
+    so that the line-by-line reader names it."""
+    try:
+        data = Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf")
+    except OSError:
+        return None
+    if (
+        any(x in data for x in _IRREGULAR) or data[:1] == b" " or data[-1:] == b" "
+    ):  # tabs, runs of spaces, CRLF: one space between tokens, as split() sees it
+        data = re.sub(rb"(?m)^ | $", b"", re.sub(rb"[ \t\r\x0b\x0c]+", b" ", data))
+    names = [f"c{i}" for i in range(n_columns)]
+    try:
+        return pa_csv.read_csv(
+            pa.py_buffer(data),
+            read_options=pa_csv.ReadOptions(column_names=names),
+            parse_options=pa_csv.ParseOptions(delimiter=" ", quote_char=False, double_quote=False),
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=[names[i] for i in types],
+                column_types={names[i]: t for i, t in types.items()},
+                null_values=[],
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+        return None
+
+
+def _array(table: pa.Table, i: int) -> pa.Array:
+    return table.column(f"c{i}").combine_chunks()
+
+
+def qrels_columns(path: str | Path) -> Columns:
+    """A qrels file's (qids, docids, grades), with every check of :func:`read_qrels`.
+
+    A well-formed file is parsed in one go (C++); one with a problem goes through :func:`read_qrels`,
+    which names the line.
 
     Args:
-        path: a TREC run file.
+        path: a TREC qrels file.
 
     Returns:
-        Three parallel columns.
+        Three parallel columns: Arrow strings, Arrow strings, int64 grades.
 
     Raises:
         DataError: naming the file and line of each problem.
 
     Example:
-        >>> qids, docids, scores = read_run_columns("run.trec")  # doctest: +SKIP
+        >>> qids, docids, grades = qrels_columns("qrels.txt")  # doctest: +SKIP
     """
-    try:
-        data = Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf")
-        data.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        data = None
-    if data is not None:
-        tokens = data.split()
-        n = len(tokens) // 6
-        lines = data.count(b"\n") + (not data.endswith(b"\n")) if data else 0
-        # six tokens on every line: as many lines as sixes, and the rank column all integers (a line with
-        # a column missing shifts a score or a docid there); anything else is read line by line below
-        if len(tokens) % 6 == 0 and lines == n and all(map(bytes.isdigit, tokens[3::6])):
-            try:
-                scores = np.fromiter(map(float, tokens[4::6]), np.float64, n)
-            except ValueError:
-                scores = None
-            if scores is not None and np.isfinite(scores).all():
-                return tokens[0::6], tokens[2::6], scores
+    table = _table(path, 4, {0: pa.string(), 2: pa.string(), 3: pa.int64()})
+    if table is not None and table.num_rows:
+        qid, docid = _array(table, 0), _array(table, 2)
+        pairs = pc.dictionary_encode(qid).indices.to_numpy().astype(np.int64) * (len(docid) + 1)
+        pairs += pc.dictionary_encode(docid).indices.to_numpy()
+        if len(np.unique(pairs)) == len(pairs):  # a duplicate is an error, named by read_qrels
+            return qid, docid, _array(table, 3).to_numpy()
+    qrels = read_qrels(path)
+    return pa.array(qrels.qid, pa.string()), pa.array(qrels.docid, pa.string()), qrels.grade
+
+
+def run_columns(path: str | Path) -> Columns:
+    """A run file's (qids, docids, scores), one entry a line, with every check of :func:`read_run`.
+
+    A well-formed file is parsed in one go (C++); one with a problem goes through :func:`read_run`,
+    which names the line.
+
+    Args:
+        path: a TREC run file.
+
+    Returns:
+        Three parallel columns: Arrow strings, Arrow strings, float64 scores.
+
+    Raises:
+        DataError: naming the file and line of each problem.
+
+    Example:
+        >>> qids, docids, scores = run_columns("run.trec")  # doctest: +SKIP
+    """
+    table = _table(path, 6, {0: pa.string(), 2: pa.string(), 4: pa.float64()})
+    if table is not None and table.num_rows:
+        score = _array(table, 4).to_numpy()
+        if np.isfinite(score).all():
+            return _array(table, 0), _array(table, 2), score
     run = read_run(path)  # something is wrong: read it line by line to say where
-    return run.qid, run.docid, run.score
+    return pa.array(run.qid, pa.string()), pa.array(run.docid, pa.string()), run.score
 
 
 def strictly_decreasing(scores: np.ndarray) -> np.ndarray:
@@ -176,11 +231,13 @@ def write_run(
 
 
 __all__ = [
+    "Columns",
     "TrecQrels",
     "TrecRun",
     "read_qrels",
     "read_run",
-    "read_run_columns",
+    "qrels_columns",
+    "run_columns",
     "strictly_decreasing",
     "write_run",
 ]

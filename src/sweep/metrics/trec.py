@@ -14,15 +14,19 @@ document shares one "not relevant" index.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain, repeat
+from dataclasses import dataclass
+from itertools import chain, compress, repeat
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sweep.errors import DataError, Problem
 from sweep.labels import Labels, document_labels
-from sweep.metrics.evaluate import Scores, evaluate
-from sweep.metrics.runfiles import TrecQrels, TrecRun, read_qrels, read_run_columns
+from sweep.metrics.evaluate import Scores, evaluate_entries
+from sweep.metrics.runfiles import TrecQrels, TrecRun, qrels_columns, run_columns
 
 QrelsInput = Mapping[str, Mapping[str, int]] | str | Path
 RunInput = Mapping[str, Mapping[str, float]] | Mapping[str, Sequence[str]] | str | Path
@@ -30,37 +34,42 @@ BLOCK = 8192  # judged documents compared with their question's scores at once (
 
 
 class _Judged:
-    """The qrels of the questions that have a relevant one, as labels over the judged documents.
+    """The judgments of the questions that have a relevant one, as labels over the judged documents.
 
-    With ``run`` (a dict run), the judged documents it retrieved are found in the same pass (``hits``).
+    Built from columns in a few vectorised passes, whatever the source: the questions (``names``, in
+    order of first appearance, and each judgment's ``code`` into them), Arrow docids, int64 grades.
     """
 
-    def __init__(self, qrels: Mapping[str, Mapping[str, int]], threshold: int, run: Mapping | None = None):
-        kept = [q for q, docs in qrels.items() if docs and max(docs.values()) >= threshold]
-        self.rows = {q: i for i, q in enumerate(kept)}
-        self.skipped = [q for q, docs in qrels.items() if docs and q not in self.rows]
-        self.question_ids = kept
-        self.docs: dict[str, int] = {}  # judged document -> index; the next index is "not judged"
-        item_q, item_d, item_g = [], [], []
-        hits: tuple[list, list, list, list] = ([], [], [], [])
-        docs_index = self.docs
-        for row, q in enumerate(kept):
-            found = run.get(q) if run is not None else None
-            for d, g in qrels[q].items():
-                if g > 0:  # grade 0 and below: not an item (trec_eval's gain 0)
-                    idx = docs_index.setdefault(d, len(docs_index))
-                    item_q.append(row)
-                    item_d.append(idx)
-                    item_g.append(g)
-                    if found is not None and (value := found.get(d)) is not None:
-                        hits[0].append(row), hits[1].append(value), hits[2].append(idx), hits[3].append(d)
-        self.item = (np.array(item_q, np.int64), np.array(item_d, np.int64), np.array(item_g, np.int64))
-        self.hits = hits
+    def __init__(
+        self, names: list[str], code: np.ndarray, docid: pa.Array, grade: np.ndarray, threshold: int
+    ):
+        best = np.full(len(names), np.iinfo(np.int64).min)
+        np.maximum.at(best, code, grade)
+        kept = best >= threshold
+        self.question_ids = [q for q, k in zip(names, kept.tolist()) if k]
+        self.skipped = [q for q, k in zip(names, kept.tolist()) if not k]
+        self.rows = dict(zip(self.question_ids, range(len(self.question_ids))))
+        row_of = np.where(kept, np.cumsum(kept) - 1, -1)
+        is_item = kept[code] & (grade > 0)  # grade 0 and below: not an item (trec_eval's gain 0)
+        docs = pc.dictionary_encode(docid.filter(pa.array(is_item)))
+        self.doc_names = docs.dictionary  # judged document -> index; the next index is "not judged"
+        self.item = (row_of[code[is_item]], docs.indices.to_numpy().astype(np.int64), grade[is_item])
+        self.item_docid = docs.dictionary.take(docs.indices)
         self.threshold = threshold
+        keys = self.item[0] * (len(self.doc_names) + 1) + self.item[1]
+        self._order = np.argsort(keys, kind="stable")
+        self._keys = keys[self._order]
 
-    def pairs(self, qrels: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, str], tuple[int, int]]:
-        """(question, document) -> (row, document index) of every item, to find them in run columns."""
-        return {(q, d): (r, self.docs[d]) for q, r in self.rows.items() for d, g in qrels[q].items() if g > 0}
+    def find(self, qid: pa.Array, docid: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Run entries that are items: their positions and item numbers (one hash lookup per column)."""
+        row = pc.fill_null(pc.index_in(qid, value_set=pa.array(self.question_ids, pa.string())), -1)
+        doc = pc.fill_null(pc.index_in(docid, value_set=self.doc_names), -1)
+        row, doc = row.to_numpy().astype(np.int64), doc.to_numpy().astype(np.int64)
+        candidate = np.flatnonzero((row >= 0) & (doc >= 0))
+        key = row[candidate] * (len(self.doc_names) + 1) + doc[candidate]
+        at = np.minimum(np.searchsorted(self._keys, key), max(len(self._keys) - 1, 0))
+        found = self._keys[at] == key if len(self._keys) else np.zeros(len(key), bool)
+        return row, candidate[found], self._order[at[found]]
 
     def run_only(self, qids) -> list[str]:
         """Questions of the run that the qrels do not have: skipped and listed, as trec_eval does."""
@@ -68,28 +77,50 @@ class _Judged:
         return sorted(set(qids).difference(known))
 
     def labels(self, run_only: list[str]) -> Labels:
-        n_docs = len(self.docs) + 1
+        n_docs = len(self.doc_names) + 1
         return document_labels(self.question_ids, *self.item, n_docs, self.threshold, self.skipped + run_only)
 
 
-def _assemble(judged: _Judged, row: np.ndarray, score: np.ndarray, hits: tuple, tied: Callable) -> np.ndarray:
-    """The ``(questions, depth)`` matrix: judged documents at their trec_eval rank, the rest "not judged".
+@dataclass
+class _Ranked:
+    """Where the judged documents rank (0-based, trec_eval's order), and each question's run length."""
+
+    counts: np.ndarray
+    depth: int
+    rows: np.ndarray
+    ranks: np.ndarray
+    docs: np.ndarray
+
+    def matrix(self, not_judged: int) -> np.ndarray:
+        """The ``(questions, depth)`` matrix: judged documents at their rank, the rest ``not_judged``."""
+        matrix = np.where(np.arange(self.depth)[None, :] < self.counts[:, None], not_judged, -1)
+        matrix[self.rows, self.ranks] = self.docs
+        return matrix
+
+
+def _rank(judged: _Judged, row: np.ndarray, score: np.ndarray, hits: tuple, tied: Callable) -> _Ranked:
+    """The trec_eval rank of every judged entry: the entries of its question scored higher, plus, on
+    a tie, those with a larger docid.
 
     ``row``/``score``: every run entry's question row (-1: not scored) and score; ``hits``: the judged
     entries' (row, score, document index, docid); ``tied(row, score)``: the docids of a question's
     entries with exactly that score (asked only on ties).
     """
-    keep = row >= 0
-    r, s = row[keep], score[keep]
     n_rows = len(judged.question_ids)
+    keep = row >= 0
+    r, s = (row, score) if keep.all() else (row[keep], score[keep])
     counts = np.bincount(r, minlength=n_rows)
     depth = max(int(counts.max(initial=0)), 1)
-    if len(r) and not np.all(r[1:] >= r[:-1]):
-        order = np.argsort(r, kind="stable")
-        r, s = r[order], s[order]
-    col = np.arange(len(r)) - np.repeat(np.cumsum(counts) - counts, counts)
-    scores = np.full((n_rows, depth), -np.inf)
-    scores[r, col] = s
+    in_order = not len(r) or bool(np.all(r[1:] >= r[:-1]))
+    if in_order and len(r) == n_rows * depth:  # every question, same depth, in order: a reshape
+        scores = s.reshape(n_rows, depth)
+    else:
+        if not in_order:
+            order = np.argsort(r, kind="stable")
+            r, s = r[order], s[order]
+        col = np.arange(len(r)) - np.repeat(np.cumsum(counts) - counts, counts)
+        scores = np.full((n_rows, depth), -np.inf)
+        scores[r, col] = s
     h_row, h_score, h_doc, h_docid = hits
     rank = np.empty(len(h_row), dtype=np.int64)
     ties = np.zeros(len(h_row), dtype=bool)
@@ -99,52 +130,50 @@ def _assemble(judged: _Judged, row: np.ndarray, score: np.ndarray, hits: tuple, 
         ties[a : a + BLOCK] = (rows == own).sum(1) > 1
     for i in np.flatnonzero(ties).tolist():  # equal scores: the larger docid ranks first (trec_eval)
         rank[i] += sum(d > h_docid[i] for d in tied(int(h_row[i]), float(h_score[i])))
-    matrix = np.where(np.arange(depth)[None, :] < counts[:, None], len(judged.docs), -1)
-    matrix[h_row, rank] = h_doc
-    return matrix
+    return _Ranked(counts, depth, h_row, rank, h_doc)
 
 
-def _hits(rows: list, scores: list, docs: list, docids: list) -> tuple:
-    return (np.array(rows, np.int64), np.array(scores, np.float64), np.array(docs, np.int64), docids)
-
-
-def _from_dicts(qrels: Mapping, run: Mapping[str, Mapping[str, float]], threshold: int):
-    judged = _Judged(qrels, threshold, run)
+def _from_dicts(judged: _Judged, run: Mapping[str, Mapping[str, float]]):
     values = list(run.values())
+    plain = set(map(type, values)) == {dict}  # else other Mappings, copied once into dicts
+    if not plain:
+        values = [d if type(d) is dict else dict(d) for d in values]
     lens = np.fromiter(map(len, values), np.int64, len(values))
     try:
-        score = np.fromiter(chain.from_iterable(d.values() for d in values), np.float64, int(lens.sum()))
+        score = np.fromiter(chain.from_iterable(map(dict.values, values)), np.float64, int(lens.sum()))
     except (TypeError, ValueError):
         raise DataError(
             [Problem("run", "scores must be numbers, as in {question: {document: 0.7}}")]
         ) from None
     if not np.isfinite(score).all():
         raise DataError([Problem("run", "a score is NaN or infinite: the ranking would be arbitrary")])
-    row = np.repeat(np.fromiter((judged.rows.get(q, -1) for q in run), np.int64, len(run)), lens)
+    row = np.repeat(np.fromiter(map(judged.rows.get, run, repeat(-1)), np.int64, len(run)), lens)
+    # each item looked up in its question's dict: as many lookups as judgments, not as run entries
+    by_question = run if plain else dict(zip(run, values))
+    per_row = list(map(by_question.get, judged.question_ids, repeat({})))
+    n_items = len(judged.item[0])
+    found = (
+        itemgetter(*judged.item[0].tolist())(per_row) if n_items > 1 else [per_row[r] for r in judged.item[0]]
+    )
+    value = np.fromiter(
+        map(dict.get, found, judged.item_docid.to_pylist(), repeat(np.nan)), np.float64, n_items
+    )
+    item = np.flatnonzero(~np.isnan(value))
+    docids = judged.item_docid.take(pa.array(item)).to_pylist()
+    hits = (judged.item[0][item], value[item], judged.item[1][item], docids)
 
     def tied(r: int, value: float) -> list[str]:
         return [d for d, v in run[judged.question_ids[r]].items() if v == value]
 
-    run_only = judged.run_only(q for q, docs in run.items() if docs)
-    return _assemble(judged, row, score, _hits(*judged.hits), tied), judged.labels(run_only)
+    run_only = judged.run_only(compress(run, lens))
+    return _rank(judged, row, score, hits, tied), judged.labels(run_only)
 
 
-def _from_columns(qrels: Mapping, threshold: int, qids: list, docids: list, score: np.ndarray):
-    """Run columns as read from a file: ``str``, or ``bytes`` from the fast reader (compared bytewise,
-    which is trec_eval's strcmp order)."""
-    judged = _Judged(qrels, threshold)
-    as_bytes = bool(qids) and isinstance(qids[0], bytes)
-    key = str.encode if as_bytes else str
-    rows = {key(q): r for q, r in judged.rows.items()}
-    docs = {key(d) for d in judged.docs}
-    pairs = {(key(q), key(d)): hit for (q, d), hit in judged.pairs(qrels).items()}
-    n = len(qids)
-    row = np.fromiter(map(rows.get, qids, repeat(-1)), np.int64, n)
-    h = ([], [], [], [])
-    for i in np.flatnonzero(np.fromiter(map(docs.__contains__, docids), bool, n)).tolist():
-        found = pairs.get((qids[i], docids[i]))
-        if found is not None:
-            h[0].append(found[0]), h[1].append(float(score[i])), h[2].append(found[1]), h[3].append(docids[i])
+def _from_columns(judged: _Judged, qid: pa.Array, docid: pa.Array, score: np.ndarray):
+    """Run columns as read from a file (Arrow strings; compared as ``str``: code-point order is UTF-8
+    byte order, trec_eval's strcmp)."""
+    row, entry, item = judged.find(qid, docid)
+    hits = (row[entry], score[entry], judged.item[1][item], docid.take(pa.array(entry)).to_pylist())
     by_row: list = []
 
     def tied(r: int, value: float) -> list:
@@ -153,17 +182,11 @@ def _from_columns(qrels: Mapping, threshold: int, qids: list, docids: list, scor
             counts = np.bincount(row[row >= 0], minlength=len(judged.question_ids))
             by_row.extend([order, np.searchsorted(row[order], 0) + np.cumsum(counts) - counts, counts])
         order, starts, counts = by_row
-        return [docids[i] for i in order[starts[r] : starts[r] + counts[r]].tolist() if score[i] == value]
+        mine = order[starts[r] : starts[r] + counts[r]]
+        return docid.take(pa.array(mine[score[mine] == value])).to_pylist()
 
-    run_qids = {q.decode() for q in set(qids)} if as_bytes else qids
-    return _assemble(judged, row, score, _hits(*h), tied), judged.labels(judged.run_only(run_qids))
-
-
-def _grouped(qrels: TrecQrels) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for q, d, g in zip(qrels.qid, qrels.docid, qrels.grade.tolist()):
-        out.setdefault(q, {})[d] = g
-    return out
+    run_only = judged.run_only(pc.unique(qid).to_pylist())
+    return _rank(judged, row, score, hits, tied), judged.labels(run_only)
 
 
 def trec_inputs(qrels: TrecQrels, run: TrecRun, threshold: int = 1) -> tuple[np.ndarray, Labels]:
@@ -180,21 +203,35 @@ def trec_inputs(qrels: TrecQrels, run: TrecRun, threshold: int = 1) -> tuple[np.
     Example:
         >>> m, labels = trec_inputs(TrecQrels(["q"], ["a"], np.array([1])), TrecRun(["q"], ["a"], np.array([1.0])))
     """
-    return _from_columns(_grouped(qrels), threshold, run.qid, run.docid, run.score)
+    names, code = _encoded(pa.array(qrels.qid, pa.string()))
+    judged = _Judged(names, code, pa.array(qrels.docid, pa.string()), qrels.grade, threshold)
+    qid, docid = pa.array(run.qid, pa.string()), pa.array(run.docid, pa.string())
+    ranked, labels = _from_columns(judged, qid, docid, run.score)
+    return ranked.matrix(len(judged.doc_names)), labels
 
 
-def _qrels(qrels: QrelsInput) -> dict[str, dict[str, int]]:
+def _encoded(qid: pa.Array) -> tuple[list[str], np.ndarray]:
+    """Distinct question ids in order of first appearance, and each entry's index into them."""
+    questions = pc.dictionary_encode(qid)
+    return questions.dictionary.to_pylist(), questions.indices.to_numpy().astype(np.int64)
+
+
+def _judgments(qrels: QrelsInput) -> tuple[list[str], np.ndarray, pa.Array, np.ndarray]:
+    """Qrels from a file or a dict, as the columns :class:`_Judged` takes."""
     if isinstance(qrels, (str, Path)):
-        return _grouped(read_qrels(qrels))
+        qid, docid, grade = qrels_columns(qrels)
+        return *_encoded(qid), docid, grade
     if not any(qrels.values()):
         raise DataError([Problem("qrels", "no judgments: the qrels are empty")])
-    if not all(
-        isinstance(g, (int, np.integer)) and not isinstance(g, bool)
-        for d in qrels.values()
-        for g in d.values()
-    ):
+    judgments = [d if type(d) is dict else dict(d) for d in qrels.values()]
+    grades = list(chain.from_iterable(map(dict.values, judgments)))
+    if not all(issubclass(t, (int, np.integer)) and t is not bool for t in set(map(type, grades))):
         raise DataError([Problem("qrels", "grades must be integers, as in {question: {document: 1}}")])
-    return qrels
+    lens = np.fromiter(map(len, judgments), np.int64, len(judgments))
+    names = list(compress(qrels, lens))  # a question with no judgments is not one
+    code = np.repeat(np.arange(len(names)), lens[lens > 0])
+    docid = pa.array(list(chain.from_iterable(judgments)), pa.string())
+    return names, code, docid, np.array(grades, dtype=np.int64)
 
 
 def _ranked(run: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
@@ -228,18 +265,20 @@ def score(
         >>> s.mean()
         {'mrr': 0.5, 'recall@1': 0.0}
     """
-    judgments = _qrels(qrels)
+    judged = _Judged(*_judgments(qrels), threshold)
     if isinstance(run, (str, Path)):
-        matrix, labels = _from_columns(judgments, threshold, *read_run_columns(run))
-    elif all(isinstance(docs, Mapping) for docs in run.values()):
-        matrix, labels = _from_dicts(judgments, run, threshold)
-    elif all(isinstance(docs, Sequence) and not isinstance(docs, str) for docs in run.values()):
-        matrix, labels = _from_dicts(judgments, _ranked(run), threshold)
+        ranked, labels = _from_columns(judged, *run_columns(run))
+    elif all(issubclass(t, Mapping) for t in set(map(type, run.values()))):
+        ranked, labels = _from_dicts(judged, run)
+    elif all(issubclass(t, Sequence) and not issubclass(t, str) for t in set(map(type, run.values()))):
+        ranked, labels = _from_dicts(judged, _ranked(run))
     else:
         raise DataError(
             [Problem("run", "give every question a {document: score} dict, or every question a list")]
         )
-    return evaluate(matrix, labels, list(metrics) if metrics else None)
+    return evaluate_entries(
+        labels, ranked.rows, ranked.ranks, ranked.docs, ranked.depth, list(metrics) if metrics else None
+    )
 
 
 __all__ = ["QrelsInput", "RunInput", "score", "trec_inputs"]
