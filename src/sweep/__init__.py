@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from sweep.chunking import ChunkingConfig, ChunkSet, chunk_corpus
 from sweep.config.load import load_config
 from sweep.config.schema import EvalConfig
-from sweep.data import EvalSet, load_beir, load_native, load_span_csv
+from sweep.data import EvalSet, load_beir, load_files, load_native, load_span_csv
 from sweep.errors import ConfigError, DataError, SweepError
 from sweep.labels import HitRule, Labels, resolve_labels
 from sweep.metrics import Scores, evaluate, score, span_metrics
@@ -83,6 +83,7 @@ __all__ = [
     "evaluate_config",
     "load_beir",
     "load_config",
+    "load_files",
     "load_native",
     "load_span_csv",
     "load_sweep_config",

@@ -24,8 +24,14 @@ class HoldoutPart(Strict):
 
 
 class DatasetConfig(Strict):
-    loader: Literal["native", "beir", "span_csv", "python_reference"] = "native"
-    path: str = Field(..., description='a folder or file; "bundled" for the python_reference example')
+    loader: Literal["native", "beir", "span_csv", "python_reference", "files"] = "native"
+    path: str = Field(
+        ..., description='a folder or file; "bundled" for the python_reference example; files: the documents'
+    )
+    questions: str | None = Field(
+        None, description="files: a JSONL (native questions) or CSV (question column) file; evidence optional"
+    )
+    glob: str = Field("**/*", description="files: which files under path (** recurses)")
     split: str | None = Field(None, description="BEIR qrels split, or the `split` field of native questions")
     corpora: str | None = Field(None, description="span_csv: folder of <corpus_id>.md files")
     include_title: bool = Field(True, description="prefix chunks with their document title for retrieval")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sweep.config.schema import DatasetConfig, HoldoutPart
 from sweep.data.beir import load_beir
+from sweep.data.files import load_files
 from sweep.data.jsonl import load_native
 from sweep.data.model import EvalSet, Question
 from sweep.data.spans import load_span_csv
@@ -42,11 +43,17 @@ def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
             )
         if config.loader == "beir":
             eval_set = load_beir(path, config.split or "test", lenient=lenient)
+        elif config.loader == "files":
+            eval_set = load_files(path, config.questions, pattern=config.glob, lenient=lenient)
         elif config.loader == "span_csv":
             eval_set = load_span_csv(path, config.corpora, lenient=lenient)
         else:
             eval_set = load_native(path, lenient=lenient)
-    if config.split and config.loader in ("native", "python_reference"):  # BEIR's split picks its qrels file
+    if config.split and config.loader in (
+        "native",
+        "python_reference",
+        "files",
+    ):  # BEIR's split picks its qrels file
         eval_set = eval_set.with_questions([q for q in eval_set.questions if q.split == config.split])
     if config.max_questions:
         eval_set = eval_set.with_questions(eval_set.questions[: config.max_questions])

@@ -69,9 +69,10 @@ def assemble(
 
     kept: list[Question] = []
     seen: set[str] = set()
-    dropped: list[str] = [
-        f"line {p.file}:{p.line}: {p.message}" for p in parse_problems
-    ]  # never parsed at all
+    dropped: list[str] = [  # never parsed at all: a line of a file, or a whole file
+        f"line {p.file}:{p.line}: {p.message}" if p.line is not None else f"file {p.file}: {p.message}"
+        for p in parse_problems
+    ]
     dropped += [f"document {d}" for d in sorted(bad_docs)]
     for raw in questions:
         q, where = raw.question, raw.where
