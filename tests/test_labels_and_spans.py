@@ -102,3 +102,17 @@ def test_char_metrics_match_a_brute_force_reference():
         assert ours["char_recall@5"][qi] == pytest.approx(rec)
         assert ours["char_precision@5"][qi] == pytest.approx(prec)
         assert ours["char_iou@5"][qi] == pytest.approx(iou)
+
+
+def test_judged_at_k_and_bpref_over_chunks_by_hand():
+    """Grade 0 evidence is judged, not relevant: chunks over it are judged; unjudged chunks are ignored."""
+    ds = one_doc_set([Evidence("d", 2, 0, 10), Evidence("d", 0, 30, 50), Evidence("d", 1, 70, 80)])
+    labels = resolve_labels(ds, fixed10(ds))
+    # ranks: 9 unjudged, 3 judged non-relevant (item 1), 0 relevant, 4 the same non-relevant item, 7 relevant
+    run = np.array([[9, 3, 0, 4, 7, 5]])
+    s = evaluate(run, labels, ["judged@1", "judged@3", "judged@5", "judged@10", "bpref", "recall@5"]).mean()
+    assert (s["judged@1"], s["judged@3"], s["judged@5"], s["judged@10"]) == (0, 2 / 3, 4 / 5, 4 / 10)
+    # R = 2, N = 1 (one non-relevant item, though two chunks show it): both relevant items rank below it
+    assert s["bpref"] == 0.0 and s["recall@5"] == 1.0
+    better = evaluate(np.array([[0, 9, 3, 7]]), labels, ["bpref"]).mean()
+    assert better["bpref"] == 0.5  # chunk 0 above the non-relevant one (1), chunk 7 below it (0)

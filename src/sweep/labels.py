@@ -16,7 +16,7 @@ exactly trec_eval's qrels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,6 +42,10 @@ class Labels:
     Items are numbered globally; ``item_question`` and ``item_grade`` describe
     them. Questions with no evidence at ``grade >= threshold`` are not here:
     they are listed in ``skipped``.
+
+    ``judged_*`` describe every judged item, grade 0 included (judged not relevant): the keys
+    (sorted) of the chunks that hit one, the judged item each hits, and per judged item its question
+    and whether it is relevant. ``judged@k`` and ``bpref`` read them; the other measures do not.
     """
 
     question_ids: list[str]
@@ -55,6 +59,10 @@ class Labels:
     item_end: np.ndarray
     threshold: int
     skipped: list[str]
+    judged_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    judged_item: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    judged_question: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    judged_relevant: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
     @property
     def n_questions(self) -> int:
@@ -71,6 +79,12 @@ class Labels:
         chunk = self.pair_key[keep_pair] % self.n_chunks
         key = new_q[self.pair_key[keep_pair] // self.n_chunks] * self.n_chunks + chunk
         order = np.argsort(key, kind="stable")
+        keep_judged = new_q[self.judged_question] >= 0
+        new_judged = np.cumsum(keep_judged) - 1
+        keep_jpair = keep_judged[self.judged_item]
+        jkey = new_q[self.judged_key[keep_jpair] // self.n_chunks] * self.n_chunks
+        jkey += self.judged_key[keep_jpair] % self.n_chunks
+        jorder = np.argsort(jkey, kind="stable")
         return Labels(
             [self.question_ids[i] for i in rows],
             self.n_chunks,
@@ -83,12 +97,21 @@ class Labels:
             self.item_end[keep_item],
             self.threshold,
             [],
+            jkey[jorder],
+            new_judged[self.judged_item[keep_jpair]][jorder],
+            new_q[self.judged_question[keep_judged]],
+            self.judged_relevant[keep_judged],
         )
 
     def n_relevant(self) -> np.ndarray:
         """R per question: evidence items at ``grade >= threshold``."""
         rel = self.item_grade >= self.threshold
         return np.bincount(self.item_question[rel], minlength=self.n_questions)
+
+    def n_nonrelevant(self) -> np.ndarray:
+        """N per question: judged items below the threshold (grade 0 included), for bpref."""
+        nonrel = self.judged_question[~self.judged_relevant]
+        return np.bincount(nonrel, minlength=self.n_questions)
 
     def ideal_gains(self, depth: int) -> np.ndarray:
         """``(questions, depth)`` grades sorted descending: the ideal ranking for IDCG."""
@@ -110,26 +133,33 @@ def resolve_labels(
     doc_index = eval_set.doc_index
     doc_len = np.array([len(d.text) for d in eval_set.documents], dtype=np.int64)
 
-    # evidence items, grade 0 kept out: they never gain anything
-    iq, ig, idoc, istart, iend = [], [], [], [], []
+    # every judged item (grade 0 too: judged not relevant); items, grade 0 kept out: they never gain
+    jq, jg, jdoc, jstart, jend = [], [], [], [], []
     for qi, q in enumerate(answerable):
         for ev in q.evidence:
-            if ev.grade <= 0:
-                continue
             d = doc_index[ev.doc_id]
             s, e = ev.span(int(doc_len[d]))
-            iq.append(qi)
-            ig.append(ev.grade)
-            idoc.append(d)
-            istart.append(s)
-            iend.append(e)
+            jq.append(qi)
+            jg.append(ev.grade)
+            jdoc.append(d)
+            jstart.append(s)
+            jend.append(e)
     arr = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
-    item_q, item_g, item_d, item_s, item_e = map(arr, (iq, ig, idoc, istart, iend))
+    judged_q, judged_g, judged_d, judged_s, judged_e = map(arr, (jq, jg, jdoc, jstart, jend))
+    gains = judged_g > 0
+    item_q, item_g, item_d, item_s, item_e = (
+        a[gains] for a in (judged_q, judged_g, judged_d, judged_s, judged_e)
+    )
 
-    pair_item, pair_chunk = _hits(chunks, item_d, item_s, item_e, rule)
     n_chunks = len(chunks)
+    judged_item, judged_chunk = _hits(chunks, judged_d, judged_s, judged_e, rule)
+    positive = np.cumsum(gains) - 1  # judged item -> item, where it gains
+    keep = gains[judged_item]
+    pair_item, pair_chunk = positive[judged_item[keep]], judged_chunk[keep]
     key = item_q[pair_item] * n_chunks + pair_chunk
     order = np.argsort(key, kind="stable")
+    jkey = judged_q[judged_item] * n_chunks + judged_chunk
+    jorder = np.argsort(jkey, kind="stable")
     return Labels(
         question_ids=[q.id for q in answerable],
         n_chunks=n_chunks,
@@ -142,6 +172,10 @@ def resolve_labels(
         item_end=item_e,
         threshold=threshold,
         skipped=[q.id for q in unanswerable],
+        judged_key=jkey[jorder],
+        judged_item=judged_item[jorder],
+        judged_question=judged_q,
+        judged_relevant=judged_g >= threshold,
     )
 
 
@@ -175,8 +209,16 @@ def document_labels(
 ) -> Labels:
     """Labels where every chunk is a whole document (qrels): item i hits chunk item_doc[i] only.
 
-    Items of grade 0 are dropped; ``question_ids`` must all have a relevant item.
+    Items of grade 0 gain nothing (they are judged, not relevant); negative grades are not
+    judgments (trec_eval's "unjudged"); ``question_ids`` must all have a relevant item.
     """
+    judged_q, judged_d, judged_g = (
+        np.asarray(a, dtype=np.int64) for a in (item_question, item_doc, item_grade)
+    )
+    judged = judged_g >= 0
+    judged_q, judged_d, judged_g = judged_q[judged], judged_d[judged], judged_g[judged]
+    jkey = judged_q * n_docs + judged_d
+    jorder = np.argsort(jkey, kind="stable")
     pos = item_grade > 0
     item_q, item_d, item_g = (
         np.asarray(a, dtype=np.int64)[pos] for a in (item_question, item_doc, item_grade)
@@ -195,4 +237,8 @@ def document_labels(
         item_end=np.ones(len(item_q), dtype=np.int64),
         threshold=threshold,
         skipped=list(skipped or []),
+        judged_key=jkey[jorder],
+        judged_item=jorder.astype(np.int64),
+        judged_question=judged_q,
+        judged_relevant=judged_g >= threshold,
     )

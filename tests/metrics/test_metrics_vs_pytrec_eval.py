@@ -176,3 +176,37 @@ def test_a_qrels_file_that_judges_a_pair_twice_names_the_line(tmp_path):
 def test_bad_dict_inputs_are_data_errors(qrels, run, says):
     with pytest.raises(DataError, match=says):
         score(qrels, run, ["mrr"])
+
+
+def test_judged_at_k_and_bpref_by_hand():
+    qrels = {"q": {"a": 1, "b": 0, "c": 2}}
+    run = {"q": {"a": 0.9, "x": 0.8, "b": 0.7, "y": 0.6, "c": 0.5}}
+    s = score(qrels, run, ["judged@1", "judged@3", "judged@5", "judged@10", "bpref"]).mean()
+    assert (s["judged@1"], s["judged@3"], s["judged@5"], s["judged@10"]) == (1, 2 / 3, 3 / 5, 3 / 10)
+    assert s["bpref"] == 0.5  # a: nothing non-relevant above (1); c: b above it, N = 1 (0); / R = 2
+
+
+@pytest.mark.parametrize("threshold", [1, 2])
+def test_bpref_matches_trec_eval_on_incomplete_judgments(threshold, tmp_path):
+    """Most retrieved documents are unjudged; judged ones are graded 0, 1 or 2; scores tie often."""
+    rng = random.Random(threshold)
+    qrels, run = {}, {}
+    for q in range(300):
+        pool = [f"d{i}" for i in range(40)]
+        qrels[f"q{q}"] = {d: rng.choice([0, 0, 0, 1, 2]) for d in rng.sample(pool, rng.randint(1, 25))}
+        run[f"q{q}"] = {d: float(rng.randint(0, 6)) for d in rng.sample(pool, rng.randint(1, 30))}
+    ref = pytrec_eval.RelevanceEvaluator(qrels, {"bpref"}, relevance_level=threshold).evaluate(run)
+    (tmp_path / "q").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items())
+    )
+    (tmp_path / "r").write_text(
+        "".join(f"{q} Q0 {d} 0 {s!r} t\n" for q, docs in run.items() for d, s in docs.items())
+    )
+    for ours in (
+        score(qrels, run, ["bpref"], threshold),
+        score(tmp_path / "q", tmp_path / "r", ["bpref"], threshold),
+    ):
+        values = ours.per_question()
+        assert len(values) > 200
+        for qid, v in values.items():
+            assert v["bpref"] == pytest.approx(ref[qid]["bpref"], abs=1e-9), qid

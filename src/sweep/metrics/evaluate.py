@@ -12,7 +12,7 @@ import numpy as np
 from sweep.errors import ConfigError
 from sweep.labels import Labels
 from sweep.metrics.gains import RankedGains, ranked_gains, sparse_gains
-from sweep.metrics.ranking import KERNELS, NEEDS_K, NO_K
+from sweep.metrics.ranking import KERNELS, NEED_JUDGED, NEEDS_K, NO_K
 
 METRIC_PATTERN = re.compile(r"^(?P<name>[a-z_]+?)(?:@(?P<k>\d+))?$")
 DEFAULT_KS = (1, 3, 5, 10, 20, 100)
@@ -52,7 +52,8 @@ def standard_metrics(ks: tuple[int, ...] = DEFAULT_KS) -> list[str]:
     names = []
     for k in ks:
         names += [f"recall@{k}", f"precision@{k}", f"hit_rate@{k}", f"ndcg@{k}", f"mrr@{k}", f"map@{k}"]
-    return names + ["mrr", "map", "r_precision"]
+        names.append(f"judged@{k}")  # how much of the top k was judged at all: low means a lower bound
+    return names + ["mrr", "map", "r_precision", "bpref"]
 
 
 @dataclass
@@ -89,7 +90,8 @@ class Scores:
 def evaluate(run: np.ndarray, labels: Labels, metrics: list[str] | None = None) -> Scores:
     """Score a run (``(questions, depth)`` chunk indices, ``-1`` padded) against labels."""
     parsed = [parse_metric(m) for m in (metrics or standard_metrics())]
-    return _scores(ranked_gains(run, labels, ideal_depth=_ideal_depth(parsed)), labels, parsed)
+    gains = ranked_gains(run, labels, ideal_depth=_ideal_depth(parsed), judged=_needs_judged(parsed))
+    return _scores(gains, labels, parsed)
 
 
 def evaluate_entries(
@@ -118,8 +120,14 @@ def evaluate_entries(
         >>> evaluate_entries(labels, np.array([0]), np.array([0]), np.array([3]), depth=10)  # doctest: +SKIP
     """
     parsed = [parse_metric(m) for m in (metrics or standard_metrics())]
-    gains = sparse_gains(labels, rows, ranks, chunks, max(depth, 1), ideal_depth=_ideal_depth(parsed))
+    gains = sparse_gains(
+        labels, rows, ranks, chunks, max(depth, 1), _ideal_depth(parsed), judged=_needs_judged(parsed)
+    )
     return _scores(gains, labels, parsed)
+
+
+def _needs_judged(parsed: list[Metric]) -> bool:
+    return any(m.family in NEED_JUDGED for m in parsed)
 
 
 def _ideal_depth(parsed: list[Metric]) -> int:

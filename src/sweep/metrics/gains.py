@@ -17,6 +17,16 @@ from sweep.labels import Labels
 
 
 @dataclass
+class JudgedRanks:
+    """Where judged chunks rank: every judged rank, and the first rank of each judged non-relevant item."""
+
+    question: np.ndarray  # int64, sorted by (question, rank)
+    rank: np.ndarray
+    nonrel_position: np.ndarray  # int64 question * depth + rank, sorted (one per non-relevant item)
+    n_nonrelevant: np.ndarray  # int64 (questions,): N
+
+
+@dataclass
 class RankedGains:
     """The ranks that gain anything, as sparse arrays sorted by (question, rank).
 
@@ -32,16 +42,17 @@ class RankedGains:
     credited: np.ndarray  # int64: relevant items newly credited at this rank
     n_relevant: np.ndarray  # int64 (questions,): R
     ideal: np.ndarray  # float64 (questions, ideal depth): grades sorted descending
+    judged: JudgedRanks | None = None  # only when judged@k or bpref is asked for
 
     @property
     def relevant(self) -> np.ndarray:
         return self.credited > 0
 
 
-def ranked_gains(run: np.ndarray, labels: Labels, ideal_depth: int = 1) -> RankedGains:
+def ranked_gains(run: np.ndarray, labels: Labels, ideal_depth: int = 1, judged: bool = False) -> RankedGains:
     """``run``: int ``(questions, depth)`` chunk indices in rank order, ``-1`` for none.
 
-    Rows follow ``labels.question_ids``.
+    Rows follow ``labels.question_ids``; ``judged``: also where the judged chunks rank.
     """
     run = np.asarray(run, dtype=np.int64)
     if run.ndim != 2 or run.shape[0] != labels.n_questions:
@@ -51,15 +62,21 @@ def ranked_gains(run: np.ndarray, labels: Labels, ideal_depth: int = 1) -> Ranke
     # pre-filter with a hash set of the labelled (question, chunk) keys, so the
     # exact join in sparse_gains only sees a few candidate ranks, not all of them
     keys = np.arange(n_q, dtype=np.int64)[:, None] * labels.n_chunks + run
-    table, shift = _hash_table(labels.pair_key)
+    table, shift = _hash_table(labels.judged_key if judged else labels.pair_key)  # judged keys: a superset
     rows, cols = np.nonzero(table[_hash(keys, shift)])
     keep = run[rows, cols] >= 0  # padding
     rows, cols = rows[keep], cols[keep]
-    return sparse_gains(labels, rows, cols, run[rows, cols], depth, ideal_depth)
+    return sparse_gains(labels, rows, cols, run[rows, cols], depth, ideal_depth, judged)
 
 
 def sparse_gains(
-    labels: Labels, rows: np.ndarray, cols: np.ndarray, chunks: np.ndarray, depth: int, ideal_depth: int = 1
+    labels: Labels,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    chunks: np.ndarray,
+    depth: int,
+    ideal_depth: int = 1,
+    judged: bool = False,
 ) -> RankedGains:
     """The gains of retrieved entries given sparsely: chunk ``chunks[i]`` at rank ``cols[i]`` of
     question row ``rows[i]``; entries that hit no label are ignored, in any order.
@@ -72,6 +89,7 @@ def sparse_gains(
         rows, cols, chunks: parallel int arrays (question row, 0-based rank, chunk index).
         depth: the run's depth (the longest ranking).
         ideal_depth: the depth of the ideal gains (NDCG's largest k).
+        judged: also where the judged chunks rank (for judged@k and bpref).
 
     Returns:
         The :class:`RankedGains` the kernels read.
@@ -80,24 +98,9 @@ def sparse_gains(
         >>> g = sparse_gains(labels, np.array([0]), np.array([2]), np.array([7]), depth=10)  # doctest: +SKIP
     """
     n_q = labels.n_questions
-    keys = rows.astype(np.int64) * labels.n_chunks + chunks
-    lo = np.searchsorted(labels.pair_key, keys, side="left")
-    found = np.zeros(len(keys), dtype=bool)
-    inside = lo < len(labels.pair_key)
-    found[inside] = labels.pair_key[lo[inside]] == keys[inside]
-    rows, cols, keys, lo = rows[found], cols[found], keys[found], lo[found]
-    counts = np.searchsorted(labels.pair_key, keys, side="right") - lo
-
-    position = np.repeat(rows * depth + cols, counts)
-    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    item = labels.pair_item[np.repeat(lo, counts) + offsets]
-    # positions increase with rank inside a question, so the first occurrence
-    # of each item in (item, position) order is its first hit
-    order = np.lexsort((position, item))
-    item, position = item[order], position[order]
-    first = np.ones(len(item), dtype=bool)
-    first[1:] = item[1:] != item[:-1]
-    item, position = item[first], position[first]
+    position, item = _first_hits(
+        labels.pair_key, labels.pair_item, rows, cols, chunks, labels.n_chunks, depth
+    )
     grade = labels.item_grade[item].astype(np.float64)
     relevant = (grade >= labels.threshold).astype(np.int64)
 
@@ -116,7 +119,41 @@ def sparse_gains(
         credited=credited,
         n_relevant=labels.n_relevant(),
         ideal=labels.ideal_gains(ideal_depth),
+        judged=_judged_ranks(labels, rows, cols, chunks, depth) if judged else None,
     )
+
+
+def _first_hits(sorted_key, sorted_item, rows, cols, chunks, n_chunks: int, depth: int):
+    """(position, item) of each item's first hit among the entries: position = row * depth + col."""
+    keys = rows.astype(np.int64) * n_chunks + chunks
+    lo = np.searchsorted(sorted_key, keys, side="left")
+    found = np.zeros(len(keys), dtype=bool)
+    inside = lo < len(sorted_key)
+    found[inside] = sorted_key[lo[inside]] == keys[inside]
+    rows, cols, keys, lo = rows[found], cols[found], keys[found], lo[found]
+    counts = np.searchsorted(sorted_key, keys, side="right") - lo
+    position = np.repeat(rows.astype(np.int64) * depth + cols, counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    item = sorted_item[np.repeat(lo, counts) + offsets]
+    # positions increase with rank inside a question, so the first occurrence
+    # of each item in (item, position) order is its first hit
+    order = np.lexsort((position, item))
+    item, position = item[order], position[order]
+    first = np.ones(len(item), dtype=bool)
+    first[1:] = item[1:] != item[:-1]
+    return position[first], item[first]
+
+
+def _judged_ranks(labels: Labels, rows, cols, chunks, depth: int) -> JudgedRanks:
+    keys = rows.astype(np.int64) * labels.n_chunks + chunks
+    at = np.minimum(np.searchsorted(labels.judged_key, keys), max(len(labels.judged_key) - 1, 0))
+    hit = labels.judged_key[at] == keys if len(labels.judged_key) else np.zeros(len(keys), bool)
+    judged = np.unique(rows[hit].astype(np.int64) * depth + cols[hit])
+    position, item = _first_hits(
+        labels.judged_key, labels.judged_item, rows, cols, chunks, labels.n_chunks, depth
+    )
+    nonrel = np.sort(position[~labels.judged_relevant[item]])
+    return JudgedRanks(judged // depth, judged % depth, nonrel, labels.n_nonrelevant())
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4)

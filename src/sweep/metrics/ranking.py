@@ -13,6 +13,10 @@ means the whole run. Formulas and their trec_eval names:
                 trec_eval's ndcg_cut)
 * ndcg_exp@k    same with gain 2^grade - 1 (Burges et al. 2005), named apart
 * r_precision   items credited in top R / R                  (Rprec)
+* judged@k      judged ranks in top k / k, relevant or not     (ir_measures' Judged@k)
+* bpref         per relevant item credited: 1 - min(n, R) / min(N, R), n the judged
+                non-relevant items ranked above it, N all of them; summed / R
+                (Buckley & Voorhees 2004; trec_eval's bpref). Unjudged ranks are ignored.
 """
 
 from __future__ import annotations
@@ -84,6 +88,32 @@ def r_precision(g: RankedGains, k: int | None = None) -> np.ndarray:
     return _safe_div(_per_question(g, g.rank < g.n_relevant[g.question], g.credited), g.n_relevant)
 
 
+def _judged(g: RankedGains):
+    if g.judged is None:
+        raise ValueError("judged@k and bpref need ranked_gains(..., judged=True)")
+    return g.judged
+
+
+def judged(g: RankedGains, k: int | None) -> np.ndarray:
+    j = _judged(g)
+    mask = np.ones(len(j.rank), bool) if k is None else j.rank < k
+    return np.bincount(j.question[mask], minlength=g.n_questions) / (g.depth if k is None else k)
+
+
+def bpref(g: RankedGains, k: int | None) -> np.ndarray:
+    j = _judged(g)
+    rel = g.credited > 0
+    q, rank, weight = g.question[rel], g.rank[rel], g.credited[rel]
+    above = np.searchsorted(j.nonrel_position, q * g.depth + rank) - np.searchsorted(
+        j.nonrel_position, q * g.depth
+    )
+    r, n = g.n_relevant[q], j.n_nonrelevant[q]
+    cap = np.minimum(n, r)
+    lost = np.divide(np.minimum(above, r), cap, out=np.zeros(len(q)), where=cap > 0)
+    preferred = np.bincount(q, weights=weight * (1.0 - lost), minlength=g.n_questions)
+    return _safe_div(preferred, g.n_relevant.astype(np.float64))
+
+
 KERNELS = {
     "recall": recall,
     "precision": precision,
@@ -93,6 +123,9 @@ KERNELS = {
     "ndcg": ndcg,
     "ndcg_exp": lambda g, k: ndcg(g, k, exponential=True),
     "r_precision": r_precision,
+    "judged": judged,
+    "bpref": bpref,
 }
-NEEDS_K = {"recall", "precision", "hit_rate", "ndcg", "ndcg_exp"}
-NO_K = {"r_precision"}
+NEEDS_K = {"recall", "precision", "hit_rate", "ndcg", "ndcg_exp", "judged"}
+NO_K = {"r_precision", "bpref"}
+NEED_JUDGED = {"judged", "bpref"}  # read the judged non-relevant ranks too

@@ -50,7 +50,7 @@ class _Judged:
         self.skipped = [q for q, k in zip(names, kept.tolist()) if not k]
         self.rows = dict(zip(self.question_ids, range(len(self.question_ids))))
         row_of = np.where(kept, np.cumsum(kept) - 1, -1)
-        is_item = kept[code] & (grade > 0)  # grade 0 and below: not an item (trec_eval's gain 0)
+        is_item = kept[code] & (grade >= 0)  # grade 0: judged, not relevant; below 0: not judged (trec_eval)
         docs = pc.dictionary_encode(docid.filter(pa.array(is_item)))
         self.doc_names = docs.dictionary  # judged document -> index; the next index is "not judged"
         self.item = (row_of[code[is_item]], docs.indices.to_numpy().astype(np.int64), grade[is_item])

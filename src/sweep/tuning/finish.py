@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 import yaml
 
+from sweep.analysis.judgments import judged_warning
 from sweep.analysis.verdict import Verdict, build_verdict, describe_verdict, noise_check
 from sweep.errors import SweepError, mask_url
 from sweep.outputs.plots import study_plots
@@ -112,6 +113,9 @@ def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
         sweep.view_key,
     )
     sweep.say(describe_sweep(result, sweep.search.objective))
+    nonrelevant = int(sweep.pipeline.prepare(sweep.config_for(best.params)).labels.n_nonrelevant().sum())
+    if warning := judged_warning(best.user_attrs.get("means", {}), nonrelevant, sweep.search.objective):
+        sweep.say(warning)
     if sweep.tracker.offline:
         sweep.say(
             f"\nwarning: MLflow at {mask_url(sweep.tracking_uri)} did not answer: some trials and the summary "
