@@ -89,6 +89,40 @@ class Browser:
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
         return True
 
+    def drag(self, start: list[float], end: list[float], steps: int = 8) -> None:
+        """Press the left button at ``start``, move to ``end`` in steps, release: a real text selection."""
+        self.call(
+            "Input.dispatchMouseEvent",
+            type="mousePressed",
+            x=start[0],
+            y=start[1],
+            button="left",
+            clickCount=1,
+        )
+        for i in range(1, steps + 1):
+            x = start[0] + (end[0] - start[0]) * i / steps
+            y = start[1] + (end[1] - start[1]) * i / steps
+            self.call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y, button="left", buttons=1)
+        self.call(
+            "Input.dispatchMouseEvent", type="mouseReleased", x=end[0], y=end[1], button="left", clickCount=1
+        )
+
+    def press(self, key: str) -> None:
+        """One key, down and up, as the keyboard sends it (a character, or "Enter")."""
+        if key == "Enter":
+            fields = {"key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}
+        else:
+            fields = {"key": key, "text": key, "windowsVirtualKeyCode": ord(key.upper())}
+        self.call("Input.dispatchKeyEvent", type="keyDown", **fields)
+        self.call("Input.dispatchKeyEvent", type="keyUp", **{k: v for k, v in fields.items() if k != "text"})
+
+    def type_text(self, text: str) -> None:
+        """Text typed into the focused element (an IME-style insert: input events fire)."""
+        self.call("Input.insertText", text=text)
+
+    def reload(self) -> None:
+        self.call("Page.reload", ignoreCache=True)
+
     def screenshot(self, path: Path) -> None:
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
 

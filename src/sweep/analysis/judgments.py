@@ -40,8 +40,8 @@ def judged_warning(means: Mapping[str, float], judged_nonrelevant: int, objectiv
         return None
     return (
         f"warning: only {shares[k]:.0%} of the best trial's top {k} is judged: its {objective} is a lower "
-        "bound, and the comparison favours the retrievers that built the pool: judge the unjudged "
-        "chunks the best trials rank high, then run the sweep again"
+        "bound, and the comparison favours the retrievers that built the pool: judge what the best "
+        "configuration ranks high (python -m sweep label CONFIG --from-study STUDY), then sweep again"
     )
 
 

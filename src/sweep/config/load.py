@@ -155,7 +155,11 @@ def resolve_paths(config: EvalConfig, base: Path) -> EvalConfig:
         return str(path if path.is_absolute() else (base / path).resolve())
 
     dataset = config.dataset.model_copy(
-        update={"path": absolute(config.dataset.path), "corpora": absolute(config.dataset.corpora)}
+        update={
+            "path": absolute(config.dataset.path),
+            "corpora": absolute(config.dataset.corpora),
+            "questions": absolute(config.dataset.questions),
+        }
     )
     return config.model_copy(update={"dataset": dataset})  # cache_dir stays relative to the working folder
 
@@ -264,7 +268,7 @@ def with_values(config: EvalConfig, changes: dict[str, Any]) -> EvalConfig:
         new = _with_values(config, changes, "")
     except ConfigError as e:
         raise e.located(config.source) from None
-    if any(k in ("dataset.path", "dataset.corpora") for k in changes) and config.source:
+    if any(k in ("dataset.path", "dataset.corpora", "dataset.questions") for k in changes) and config.source:
         new = resolve_paths(new, Path(config.source).parent)
     return new
 

@@ -15,12 +15,13 @@ from sweep.data.validate import merge_overlapping_evidence
 from sweep.errors import ConfigError
 
 
-def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
+def load_dataset(config: DatasetConfig, lenient: bool = False, scorable: bool = True) -> EvalSet:
     """The eval set a dataset section selects: loaded, filtered to its split, capped, partitioned, merged.
 
     Args:
         config: the ``dataset:`` section.
         lenient: drop invalid items (listed in ``eval_set.dropped``) instead of failing.
+        scorable: some question must have relevant evidence (not so for serving or labelling).
 
     Returns:
         The :class:`EvalSet` a trial scores.
@@ -61,7 +62,7 @@ def load_dataset(config: DatasetConfig, lenient: bool = False) -> EvalSet:
         eval_set = eval_set.with_questions(partition(eval_set.questions, config.holdout))
     if config.merge_overlapping_evidence:
         eval_set = merge_overlapping_evidence(eval_set)
-    if not eval_set.answerable(config.relevance_threshold)[0]:
+    if scorable and not eval_set.answerable(config.relevance_threshold)[0]:
         raise ConfigError(
             "",
             "dataset",

@@ -65,7 +65,7 @@ class Pipeline:
             return self._prepared[key]
         if ds_key not in self._datasets:
             try:
-                self._datasets[ds_key] = load_dataset(config.dataset, self.lenient)
+                self._datasets[ds_key] = load_dataset(config.dataset, self.lenient, scorable=not self.serving)
             except ConfigError as e:
                 raise e.located(config.source) from None
         eval_set = self._datasets[ds_key]

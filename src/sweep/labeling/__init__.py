@@ -1,0 +1,1 @@
+"""From unlabelled questions to judgments: pooling, the judgment store and the judging page."""

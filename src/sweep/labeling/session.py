@@ -1,0 +1,132 @@
+"""``sweep label CONFIG``: pool the config's questions, then judge them in the browser, resumably.
+
+The session folder (default ``labels/<config name>/``) holds ``pool.json`` (built once: reopening
+shows the same pools), ``log.jsonl`` and ``questions.jsonl`` (see :mod:`sweep.labeling.store`).
+Point ``dataset.questions`` at that ``questions.jsonl`` to sweep over the judged set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from sweep.config.load import load_config
+from sweep.config.schema import EvalConfig
+from sweep.data.select import load_dataset
+from sweep.labeling.pool import DEFAULT_MODES, Passage, build_pools, extend_pool, pool_configs
+from sweep.labeling.server import LabelSession
+from sweep.labeling.store import JudgmentStore
+from sweep.logs import logger
+from sweep.pipeline.runner import Pipeline
+from sweep.serving.retriever import Retriever
+
+
+def open_session(
+    config: str | Path | EvalConfig,
+    out: str | Path | None = None,
+    depth: int = 10,
+    modes: Sequence[str] = DEFAULT_MODES,
+    pool_from: Sequence[str | Path] = (),
+    from_study: str | None = None,
+    storage: str | None = None,
+    runs_dir: str | Path = "runs",
+) -> LabelSession:
+    """Load the corpus and questions, build (or reopen) the pools and the judgment store.
+
+    Args:
+        config: the labelling configuration (dataset with any questions, chunking, models).
+        out: the session folder; default ``labels/<config file stem>``.
+        depth: each pooled retriever's top ``depth`` enters the pool.
+        modes: retrieval modes pooled at the config's chunking (ignored when ``pool_from`` is given).
+        pool_from: configuration files whose retrievers build the pool instead.
+        from_study: a finished sweep: the top ``depth`` of its best configuration and of the
+            baseline (this config) are added to every question's pool, so the next judgments go
+            where they can change the sweep's decision.
+        storage: that study's Optuna storage (default: the embedded one under ``runs_dir``).
+        runs_dir: where the embedded stores live.
+
+    Returns:
+        A :class:`LabelSession` for :func:`sweep.labeling.server.serve`.
+
+    Example:
+        >>> session = open_session("configs/docs.yaml", depth=10)  # doctest: +SKIP
+    """
+    base = config if isinstance(config, EvalConfig) else load_config(config)
+    folder = Path(out) if out else Path("labels") / (Path(base.source).stem if base.source else "session")
+    eval_set = load_dataset(base.dataset, scorable=False)
+    pipeline = Pipeline(base.cache_dir, progress=False, serving=True)
+    configs = {Path(p).stem: load_config(p) for p in pool_from} if pool_from else pool_configs(base, modes)
+    retrievers: dict[str, Retriever] = {}
+
+    def retriever_set() -> dict[str, Retriever]:
+        if not retrievers:
+            for name, c in configs.items():
+                logger.info("pooling: building the %s retriever", name)
+                retrievers[name] = Retriever(c, pipeline)
+        return retrievers
+
+    store = JudgmentStore(folder, eval_set.documents, eval_set.questions)
+    pool_path = folder / "pool.json"
+    pools = _read_pools(pool_path)
+    missing = [q for q in eval_set.questions if q.id not in pools]
+    if missing:
+        logger.info("pooling %d question(s): top %d of %s", len(missing), depth, ", ".join(configs))
+        pools |= build_pools(missing, retriever_set(), depth)
+        _write_pools(pool_path, pools)
+
+    if from_study:
+        study = {"best": _best_config(from_study, storage, Path(runs_dir), folder), "baseline": base}
+        logger.info("pooling the top %d of study %r's best configuration and the baseline", depth, from_study)
+        extra = build_pools(eval_set.questions, {n: Retriever(c, pipeline) for n, c in study.items()}, depth)
+        for qid, passages in extra.items():
+            pools[qid] = extend_pool(qid, pools.get(qid, []), passages)
+        _write_pools(pool_path, pools)
+
+    def pool_one(qid: str, text: str) -> list[Passage]:
+        from sweep.data.model import Question
+
+        pools.update(build_pools([Question(qid, text, ())], retriever_set(), depth))
+        _write_pools(pool_path, pools)
+        return pools[qid]
+
+    return LabelSession(store, pools, pool_one)
+
+
+def _best_config(study_name: str, storage: str | None, runs_dir: Path, folder: Path) -> EvalConfig:
+    from sweep.errors import SweepError
+    from sweep.tuning.finish import BEST_CONFIG_ATTR
+    from sweep.tuning.storage import load_existing_study
+
+    best = load_existing_study(study_name, storage, runs_dir).user_attrs.get(BEST_CONFIG_ATTR)
+    if not best:
+        raise SweepError(f"study {study_name!r} has not finished yet: run its sweep command again first")
+    path = folder / f"{study_name}-best.yaml"
+    path.write_text(best["yaml"], encoding="utf-8")
+    return load_config(path)
+
+
+def _read_pools(path: Path) -> dict[str, list[Passage]]:
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {
+        qid: [Passage(p["doc_id"], p["start"], p["end"], tuple(p["sources"])) for p in passages]
+        for qid, passages in data.items()
+    }
+
+
+def _write_pools(path: Path, pools: dict[str, list[Passage]]) -> None:
+    data = {
+        qid: [
+            {"doc_id": p.doc_id, "start": p.start, "end": p.end, "sources": list(p.sources)} for p in passages
+        ]
+        for qid, passages in pools.items()
+    }
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+__all__ = ["open_session"]
