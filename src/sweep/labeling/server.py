@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from sweep.labeling.drafts import Draft, DraftClient, DraftError
 from sweep.labeling.pool import Passage
 from sweep.labeling.store import JudgmentStore
 from sweep.logs import logger
@@ -40,9 +41,36 @@ class LabelSession:
         pools: dict[str, list[Passage]],
         pool_one: Callable[[str, str], list[Passage]] | None = None,
         scale: dict[int, str] | None = None,
+        drafter: DraftClient | None = None,
+        sample: Callable[[int], list[tuple[str, int, int]]] | None = None,
     ):
         self.store, self.pools, self.pool_one = store, pools, pool_one
         self.scale = scale or SCALE
+        self.drafter, self.sample = drafter, sample
+        self.drafts: dict[int, Draft] = {}  # offered, not yet accepted: in memory only
+
+    def draft(self, count: int) -> dict[str, Any]:
+        """Drafts for ``count`` sampled passages; failures come back as reasons, not errors."""
+        if self.drafter is None or self.sample is None:
+            raise ValueError("drafting needs an endpoint: start with --llm-url")
+        offered, problems = [], []
+        for doc_id, start, end in self.sample(count):
+            try:
+                d = self.drafter.draft(doc_id, start, self.store.documents[doc_id].text[start:end])
+            except DraftError as e:
+                problems.append(f"{doc_id}#{start}-{end}: {e}")
+                continue
+            key = len(self.drafts) + 1
+            self.drafts[key] = d
+            offered.append({"id": key} | d.__dict__)
+        return {"drafts": offered, "problems": problems}
+
+    def accept(self, key: int, text: str | None = None) -> str:
+        """The draft enters the eval set: a question marked drafted, its quote graded at the top grade."""
+        d = self.drafts.pop(key)
+        qid = self.add_question(text or d.question, None, drafted=True)
+        self.store.judge(qid, d.doc_id, d.start, d.end, max(self.scale))
+        return qid
 
     def state(self) -> dict[str, Any]:
         questions = []
@@ -52,20 +80,24 @@ class LabelSession:
                 {"id": p.id, "doc_id": p.doc_id, "start": p.start, "end": p.end}
                 for p in self.pools.get(qid, [])
             ]
-            questions.append({"id": qid, "text": text, "pool": pool, "judgments": judgments})
+            drafted = qid in self.store.state.drafted
+            questions.append(
+                {"id": qid, "text": text, "pool": pool, "judgments": judgments, "drafted": drafted}
+            )
         titles = {d.id: d.title or d.id for d in self.store.documents.values()}
         return {
             "questions": questions,
             "titles": titles,
             "scale": [[g, label] for g, label in self.scale.items()],
+            "drafting": self.drafter is not None,
         }
 
     def document(self, doc_id: str) -> dict[str, Any]:
         doc = self.store.documents[doc_id]
         return {"id": doc.id, "title": doc.title or doc.id, "text": doc.text}
 
-    def add_question(self, text: str, qid: str | None) -> str:
-        qid = self.store.add_question(text, qid)
+    def add_question(self, text: str, qid: str | None, drafted: bool = False) -> str:
+        qid = self.store.add_question(text, qid, drafted)
         if qid not in self.pools and self.pool_one is not None:
             self.pools[qid] = self.pool_one(qid, text)
         return qid
@@ -119,6 +151,10 @@ def _handler(session: LabelSession) -> type[BaseHTTPRequestHandler]:
                         int(body["grade"]),
                     )
                     self._json(200, j.__dict__)
+                elif path == "/api/draft":
+                    self._json(200, session.draft(int(body.get("count", 3))))
+                elif path == "/api/accept":
+                    self._json(200, {"id": session.accept(int(body["draft"]), body.get("text"))})
                 elif path == "/api/remove":
                     session.store.remove(int(body["id"]))
                     self._json(200, {"removed": int(body["id"])})

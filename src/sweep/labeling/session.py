@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Sequence
 from pathlib import Path
 
 from sweep.config.load import load_config
 from sweep.config.schema import EvalConfig
 from sweep.data.select import load_dataset
+from sweep.labeling.drafts import DraftClient
 from sweep.labeling.pool import DEFAULT_MODES, Passage, build_pools, extend_pool, pool_configs
 from sweep.labeling.server import LabelSession
 from sweep.labeling.store import JudgmentStore
@@ -32,6 +34,7 @@ def open_session(
     from_study: str | None = None,
     storage: str | None = None,
     runs_dir: str | Path = "runs",
+    drafter: DraftClient | None = None,
 ) -> LabelSession:
     """Load the corpus and questions, build (or reopen) the pools and the judgment store.
 
@@ -46,6 +49,7 @@ def open_session(
             where they can change the sweep's decision.
         storage: that study's Optuna storage (default: the embedded one under ``runs_dir``).
         runs_dir: where the embedded stores live.
+        drafter: an LLM endpoint that drafts questions for sampled chunks (optional).
 
     Returns:
         A :class:`LabelSession` for :func:`sweep.labeling.server.serve`.
@@ -91,7 +95,14 @@ def open_session(
         _write_pools(pool_path, pools)
         return pools[qid]
 
-    return LabelSession(store, pools, pool_one)
+    rng = random.Random(0)
+
+    def sample(count: int) -> list[tuple[str, int, int]]:
+        chunks, docs = pipeline.prepare(base).chunks, eval_set.documents
+        picks = rng.sample(range(len(chunks)), min(count, len(chunks)))
+        return [(docs[int(chunks.doc[i])].id, int(chunks.start[i]), int(chunks.end[i])) for i in picks]
+
+    return LabelSession(store, pools, pool_one, drafter=drafter, sample=sample)
 
 
 def _best_config(study_name: str, storage: str | None, runs_dir: Path, folder: Path) -> EvalConfig:

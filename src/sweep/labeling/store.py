@@ -39,6 +39,7 @@ class SessionState:
     questions: dict[str, str] = field(default_factory=dict)  # id -> text
     judgments: dict[int, Judgment] = field(default_factory=dict)
     next_id: int = 1
+    drafted: set[str] = field(default_factory=set)  # questions accepted from an LLM draft
 
 
 class JudgmentStore:
@@ -83,14 +84,16 @@ class JudgmentStore:
         self._write_questions()
 
     # -- changes (each one line of the log, durable before it returns) -------------------------
-    def add_question(self, text: str, qid: str | None = None) -> str:
-        """Add a question, or edit the text of ``qid``; returns its id."""
+    def add_question(self, text: str, qid: str | None = None, drafted: bool = False) -> str:
+        """Add a question, or edit the text of ``qid``; ``drafted``: accepted from an LLM draft."""
         text = " ".join(text.split())
         if not text:
             raise ValueError("a question needs some text")
         with self._lock:
             qid = qid or self._new_question_id()
-            self._append({"kind": "question", "id": qid, "text": text})
+            self._append(
+                {"kind": "question", "id": qid, "text": text} | ({"drafted": True} if drafted else {})
+            )
             self._write_questions()
         return qid
 
@@ -174,7 +177,10 @@ class JudgmentStore:
                         "quote": doc.text[j.start : j.end],
                     }
                 )
-            lines.append(json.dumps({"id": qid, "text": text, "evidence": evidence}, ensure_ascii=False))
+            record = {"id": qid, "text": text, "evidence": evidence}
+            if qid in self.state.drafted:
+                record["metadata"] = {"drafted": True}
+            lines.append(json.dumps(record, ensure_ascii=False))
         tmp = self.out_path.with_name(f".{self.out_path.name}.{os.getpid()}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write("".join(line + "\n" for line in lines))
@@ -187,6 +193,8 @@ def _apply(state: SessionState, line: dict[str, Any]) -> None:
     kind = line["kind"]
     if kind == "question":
         state.questions[str(line["id"])] = str(line["text"])
+        if line.get("drafted"):
+            state.drafted.add(str(line["id"]))
     elif kind == "judgment":
         j = Judgment(
             int(line["id"]), line["question"], line["doc_id"], line["start"], line["end"], line["grade"]

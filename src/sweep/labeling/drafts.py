@@ -1,0 +1,120 @@
+"""Optional question drafts from an OpenAI-compatible chat endpoint, each with a checked quote.
+
+A draft is a question an LLM wrote for one sampled passage, and the passage's words that answer
+it. The quote must occur in the passage exactly (no fuzzy matching: a paraphrase is rejected, with
+the reason), so an accepted draft is a labelled span like any other. Nothing enters the eval set
+until the person judging accepts it, and accepted drafts are marked ``drafted`` there. Any server
+speaking the chat-completions protocol works: a local one, or a hosted API with its key in an
+environment variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+PROMPT = (
+    "You write evaluation questions for a retrieval system. Read the passage and write one question "
+    "a user might ask that this passage answers. Then copy, word for word, the shortest part of the "
+    'passage that answers it. Reply with JSON only: {"question": "...", "quote": "..."}'
+)
+
+
+class DraftError(Exception):
+    """The endpoint failed or answered something unusable; the message says which."""
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A drafted question and its evidence: ``[start, end)`` of ``doc_id`` is exactly ``quote``."""
+
+    question: str
+    doc_id: str
+    start: int
+    end: int
+    quote: str
+
+
+class DraftClient:
+    """Asks a chat-completions endpoint for one question per passage.
+
+    Args:
+        url: the API base, e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is appended).
+        model: the model name the server expects.
+        key_env: the environment variable holding the API key (none set: no Authorization header).
+        timeout: seconds per request.
+
+    Example:
+        >>> client = DraftClient("http://127.0.0.1:8000/v1", "qwen2.5-7b-instruct")  # doctest: +SKIP
+        >>> client.draft("guide.md", 0, "Run the installer, then restart the shell.")
+        Draft(question='What do I do after running the installer?', ...)
+    """
+
+    def __init__(self, url: str, model: str, key_env: str = "OPENAI_API_KEY", timeout: float = 60):
+        self.endpoint = url.rstrip("/") + "/chat/completions"
+        self.model, self.key_env, self.timeout = model, key_env, timeout
+
+    def _ask(self, passage: str) -> str:
+        body = {
+            "model": self.model,
+            "temperature": 0.2,
+            "messages": [{"role": "system", "content": PROMPT}, {"role": "user", "content": passage}],
+        }
+        headers = {"Content-Type": "application/json"}
+        if key := os.environ.get(self.key_env):
+            headers["Authorization"] = f"Bearer {key}"
+        request = urllib.request.Request(self.endpoint, json.dumps(body).encode(), headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                reply = json.load(response)
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:200].decode("utf-8", "replace").strip()
+            raise DraftError(f"{self.endpoint} answered HTTP {e.code}: {detail or e.reason}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as e:
+            raise DraftError(f"{self.endpoint} did not answer ({getattr(e, 'reason', e)})") from None
+        except json.JSONDecodeError:
+            raise DraftError(f"{self.endpoint} answered something that is not JSON") from None
+        try:
+            return str(reply["choices"][0]["message"]["content"])
+        except (KeyError, IndexError, TypeError):
+            raise DraftError(f"{self.endpoint} answered without choices[0].message.content") from None
+
+    def draft(self, doc_id: str, start: int, passage: str) -> Draft:
+        """One draft for the passage ``passage`` found at ``start`` in ``doc_id``.
+
+        Args:
+            doc_id: the document.
+            start: the passage's offset in the document's text.
+            passage: the passage's text.
+
+        Returns:
+            The :class:`Draft`, its quote located in the document.
+
+        Raises:
+            DraftError: the request failed, the reply is not the JSON asked for, or the quote is not
+                in the passage word for word.
+
+        Example:
+            >>> client.draft("guide.md", 120, passage).quote in passage  # doctest: +SKIP
+            True
+        """
+        content = self._ask(passage)
+        match = re.search(r"\{.*\}", content, re.S)  # some models wrap the JSON in prose or fences
+        try:
+            value = json.loads(match.group(0) if match else content)
+            question, quote = str(value["question"]).strip(), str(value["quote"]).strip()
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise DraftError(f"the reply is not {{question, quote}} JSON: {content[:120]!r}") from None
+        if not question or not quote:
+            raise DraftError("the reply has an empty question or quote")
+        at = passage.find(quote)
+        if at < 0:
+            raise DraftError(f"rejected: the quote is not in the passage word for word: {quote[:80]!r}")
+        return Draft(question, doc_id, start + at, start + at + len(quote), quote)
+
+
+__all__ = ["Draft", "DraftClient", "DraftError", "PROMPT"]

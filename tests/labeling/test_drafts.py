@@ -1,0 +1,145 @@
+"""LLM drafts: the chat-completions wire format, the exact-quote check and every failure, against a
+local server that speaks the protocol (no model, no claim about quality)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from test_label_page import api
+
+from sweep.data.model import Document
+from sweep.labeling.drafts import PROMPT, DraftClient, DraftError
+from sweep.labeling.server import LabelSession, serve_in_thread
+from sweep.labeling.store import JudgmentStore
+
+PASSAGE = "Run the installer, then restart the shell. The installer needs admin rights."
+
+
+@pytest.fixture
+def chat(monkeypatch):
+    """A fake endpoint: answers by what the passage says; records each request it got."""
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+            passage = body["messages"][-1]["content"]
+            if "boom" in passage:
+                self.send_response(500)
+                self.end_headers()
+                self.wfile.write(b"model overloaded")
+                return
+            if "paraphrase" in passage:
+                content = '{"question": "Why?", "quote": "words that are not there"}'
+            elif "prose" in passage:
+                content = (
+                    "Sure! Here it is:\n```json\n"
+                    + json.dumps({"question": "What is prose?", "quote": "prose"})
+                    + "\n```"
+                )
+            elif "garbage" in passage:
+                content = "I cannot help with that."
+            else:
+                content = json.dumps(
+                    {"question": "What do I do after installing?", "quote": "restart the shell"}
+                )
+            reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("TEST_LLM_KEY", "sk-test")
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_request_is_chat_completions_and_the_quote_is_located(chat):
+    url, seen = chat
+    draft = DraftClient(url, "local-model", key_env="TEST_LLM_KEY").draft("install.md", 100, PASSAGE)
+    assert draft.question == "What do I do after installing?"
+    assert (draft.start, draft.end) == (
+        100 + PASSAGE.index("restart the shell"),
+        100 + PASSAGE.index("restart the shell") + 17,
+    )
+    request = seen[0]
+    assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-test"
+    assert request["body"]["model"] == "local-model"
+    assert request["body"]["messages"] == [
+        {"role": "system", "content": PROMPT},
+        {"role": "user", "content": PASSAGE},
+    ]
+
+
+def test_json_wrapped_in_prose_is_read_and_no_key_sends_no_header(chat, monkeypatch):
+    url, seen = chat
+    monkeypatch.delenv("TEST_LLM_KEY")
+    assert DraftClient(url, "m", key_env="TEST_LLM_KEY").draft("d", 0, "some prose here").quote == "prose"
+    assert seen[-1]["auth"] is None
+
+
+@pytest.mark.parametrize(
+    "passage,says",
+    [
+        ("a paraphrase case", "not in the passage word for word"),
+        ("boom", "HTTP 500: model overloaded"),
+        ("garbage", "not {question, quote} JSON"),
+    ],
+)
+def test_failures_are_one_reason_each(chat, passage, says):
+    with pytest.raises(DraftError, match=says.replace("{", r"\{").replace("}", r"\}")):
+        DraftClient(chat[0], "m").draft("d", 0, passage)
+
+
+def test_an_endpoint_that_is_not_there_is_a_clear_error():
+    with pytest.raises(DraftError, match="did not answer"):
+        DraftClient("http://127.0.0.1:9/v1", "m", timeout=5).draft("d", 0, PASSAGE)
+
+
+def test_a_draft_enters_the_eval_set_only_when_accepted_and_is_marked(chat, tmp_path):
+    docs = [Document("install.md", PASSAGE), Document("bad.md", "a paraphrase case")]
+    store = JudgmentStore(tmp_path / "s", docs)
+    samples = iter([[("install.md", 0, len(PASSAGE)), ("bad.md", 0, 17)]])
+    session = LabelSession(store, {}, drafter=DraftClient(chat[0], "m"), sample=lambda n: next(samples))
+    url, stop = serve_in_thread(session)
+    try:
+        offered = api(url, "/api/draft", {"count": 2})
+        assert len(offered["drafts"]) == 1 and "bad.md#0-17" in offered["problems"][0]
+        assert (tmp_path / "s" / "questions.jsonl").read_text() == ""  # offered is not accepted
+        qid = api(
+            url, "/api/accept", {"draft": offered["drafts"][0]["id"], "text": "After installing, what then?"}
+        )["id"]
+    finally:
+        stop()
+    [line] = [json.loads(x) for x in (tmp_path / "s" / "questions.jsonl").read_text().splitlines()]
+    assert (
+        line["id"] == qid
+        and line["text"] == "After installing, what then?"
+        and line["metadata"] == {"drafted": True}
+    )
+    assert line["evidence"] == [
+        {"doc_id": "install.md", "grade": 2, "start": 24, "end": 41, "quote": "restart the shell"}
+    ]
+
+
+def test_without_an_endpoint_drafting_is_refused_and_the_rest_works(tmp_path):
+    store = JudgmentStore(tmp_path / "s", [Document("install.md", PASSAGE)])
+    url, stop = serve_in_thread(LabelSession(store, {}))
+    try:
+        assert api(url, "/api/state")["drafting"] is False
+        with pytest.raises(Exception, match="400"):
+            api(url, "/api/draft", {"count": 1})
+        assert api(url, "/api/question", {"text": "How do I install it?"})["id"] == "new-1"
+    finally:
+        stop()
