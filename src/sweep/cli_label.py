@@ -18,7 +18,27 @@ def label_parser(sub) -> None:
     p.add_argument("--llm-url", help="an OpenAI-compatible API base (e.g. http://127.0.0.1:8000/v1): drafts")
     p.add_argument("--llm-model", default="gpt-4o-mini", help="the model the endpoint serves")
     p.add_argument("--llm-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
+    p.add_argument(
+        "--scale",
+        type=_scale,
+        default=None,
+        help='grades and their names (default "0=not relevant,1=useful,2=answers it")',
+    )
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
+
+
+def _scale(text: str) -> dict[int, str]:
+    import argparse
+
+    try:
+        scale = {int(g): name.strip() for g, name in (part.split("=", 1) for part in text.split(","))}
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f'--scale wants "0=not relevant,1=useful,...", got {text!r}'
+        ) from None
+    if 0 not in scale or any(g < 0 for g in scale):
+        raise argparse.ArgumentTypeError("--scale needs grade 0 (not relevant) and no negative grade")
+    return dict(sorted(scale.items()))
 
 
 def cmd_label(args) -> int:
@@ -37,6 +57,7 @@ def cmd_label(args) -> int:
         args.from_study,
         args.storage,
         drafter=drafter,
+        scale=args.scale,
     )
 
     def ready(url: str) -> None:

@@ -143,3 +143,18 @@ def test_without_an_endpoint_drafting_is_refused_and_the_rest_works(tmp_path):
         assert api(url, "/api/question", {"text": "How do I install it?"})["id"] == "new-1"
     finally:
         stop()
+
+
+def test_the_scale_is_configurable_and_grades_off_it_are_refused(tmp_path, capsys):
+    from sweep.cli import build_parser
+
+    args = build_parser().parse_args(["label", "c.yaml", "--scale", "0=no,3=perfect"])
+    assert args.scale == {0: "no", 3: "perfect"}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["label", "c.yaml", "--scale", "1=yes"])  # no "not relevant" grade
+    assert "needs grade 0" in capsys.readouterr().err
+    store = JudgmentStore(tmp_path / "s", [Document("install.md", PASSAGE)], grades=(0, 3))
+    store.add_question("How?", "q")
+    assert store.judge("q", "install.md", 0, 3, 3).grade == 3
+    with pytest.raises(ValueError, match="not on the scale"):
+        store.judge("q", "install.md", 0, 3, 2)

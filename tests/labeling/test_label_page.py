@@ -134,6 +134,12 @@ def test_judging_in_the_browser_with_mouse_and_keys_is_kept_and_scored(tmp_path)
         assert browser.wait_for(
             "document.getElementById('status').textContent.startsWith('saved: not relevant')"
         )
+        browser.press("e")  # edit the question: the keyboard opens the field, typing replaces it
+        assert browser.wait_for("!document.getElementById('edit').hidden")
+        browser.js("document.getElementById('edit-text').select()")
+        browser.type_text("Is the cache shared between all workers?")
+        browser.press("Enter")
+        assert browser.wait_for("document.getElementById('status').textContent === 'saved: question edited'")
         shot = tmp_path / "label-page.png"
         browser.screenshot(shot)
 
@@ -145,6 +151,10 @@ def test_judging_in_the_browser_with_mouse_and_keys_is_kept_and_scored(tmp_path)
         chips = browser.js("[...document.querySelectorAll('.chip')].map(c => c.textContent)")
         assert f"{target + 1} · answers it" in chips and f"{other + 1} · not relevant" in chips
         assert browser.js("document.getElementById('overall').textContent").startswith("2 / ")
+        assert (
+            browser.js("document.getElementById('question-text').textContent")
+            == "Is the cache shared between all workers?"
+        )
     finally:
         browser.close()
         proc.terminate()

@@ -18,7 +18,7 @@ from sweep.config.schema import EvalConfig
 from sweep.data.select import load_dataset
 from sweep.labeling.drafts import DraftClient
 from sweep.labeling.pool import DEFAULT_MODES, Passage, build_pools, extend_pool, pool_configs
-from sweep.labeling.server import LabelSession
+from sweep.labeling.server import SCALE, LabelSession
 from sweep.labeling.store import JudgmentStore
 from sweep.logs import logger
 from sweep.pipeline.runner import Pipeline
@@ -35,6 +35,7 @@ def open_session(
     storage: str | None = None,
     runs_dir: str | Path = "runs",
     drafter: DraftClient | None = None,
+    scale: dict[int, str] | None = None,
 ) -> LabelSession:
     """Load the corpus and questions, build (or reopen) the pools and the judgment store.
 
@@ -50,6 +51,7 @@ def open_session(
         storage: that study's Optuna storage (default: the embedded one under ``runs_dir``).
         runs_dir: where the embedded stores live.
         drafter: an LLM endpoint that drafts questions for sampled chunks (optional).
+        scale: grade -> name (default 0 not relevant, 1 useful, 2 answers it).
 
     Returns:
         A :class:`LabelSession` for :func:`sweep.labeling.server.serve`.
@@ -71,7 +73,8 @@ def open_session(
                 retrievers[name] = Retriever(c, pipeline)
         return retrievers
 
-    store = JudgmentStore(folder, eval_set.documents, eval_set.questions)
+    scale = scale or SCALE
+    store = JudgmentStore(folder, eval_set.documents, eval_set.questions, tuple(scale))
     pool_path = folder / "pool.json"
     pools = _read_pools(pool_path)
     missing = [q for q in eval_set.questions if q.id not in pools]
@@ -102,7 +105,7 @@ def open_session(
         picks = rng.sample(range(len(chunks)), min(count, len(chunks)))
         return [(docs[int(chunks.doc[i])].id, int(chunks.start[i]), int(chunks.end[i])) for i in picks]
 
-    return LabelSession(store, pools, pool_one, drafter=drafter, sample=sample)
+    return LabelSession(store, pools, pool_one, scale, drafter=drafter, sample=sample)
 
 
 def _best_config(study_name: str, storage: str | None, runs_dir: Path, folder: Path) -> EvalConfig:
