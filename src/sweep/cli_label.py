@@ -13,7 +13,7 @@ def label_parser(sub) -> None:
     p.add_argument("--pool-config", type=Path, nargs="*", default=[], help="pool these configs instead")
     p.add_argument("--out", type=Path, help="session folder (default labels/<config name>)")
     p.add_argument("--port", type=int, default=8765, help="local port (0: any free one)")
-    p.add_argument("--from-study", help="add the top results of this study's best config and the baseline")
+    p.add_argument("--from-study", help="add the top results of this study's 3 best trials and the baseline")
     p.add_argument("--storage", help="that study's Optuna storage URL (default: the embedded one)")
     p.add_argument("--llm-url", help="an OpenAI-compatible API base (e.g. http://127.0.0.1:8000/v1): drafts")
     p.add_argument("--llm-model", default="gpt-4o-mini", help="the model the endpoint serves")

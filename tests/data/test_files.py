@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -63,8 +64,15 @@ def folder(tmp_path: Path) -> Path:
     return docs
 
 
-def test_every_format_becomes_a_document_with_id_title_and_metadata(folder):
-    s = load_files(folder)
+def test_every_format_becomes_a_document_with_id_title_and_metadata(folder, caplog):
+    logger = logging.getLogger("sweep")
+    caplog.set_level("INFO", logger="sweep")
+    logger.addHandler(caplog.handler)  # the library's own logger, whatever its propagation
+    try:
+        s = load_files(folder)
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert "not read" in caplog.text and "logo.png" in caplog.text  # said, not skipped silently
     by_id = {d.id: d for d in s.documents}
     assert sorted(by_id) == [
         "guides/faq.md",

@@ -54,25 +54,31 @@ def test_each_retrievers_top_depth_is_in_the_pool_and_no_passage_twice(tmp_path)
     assert len(pools["q1"]) >= len(ranked)
 
 
-def test_from_study_adds_the_best_configuration_and_the_baseline_to_every_pool(fixture_config, tmp_path):
+def test_from_study_adds_the_best_trials_and_the_baseline_to_every_pool(fixture_config, tmp_path):
+    import optuna
+
     from sweep.labeling.session import open_session
     from sweep.tuning.sweep import run_sweep
+    from sweep.tuning.sweep_config import load_sweep_config
 
     runs = tmp_path / "runs"
-    run_sweep(fixture_config, trials=3, runs_dir=runs, quiet=True)
+    result = run_sweep(fixture_config, trials=4, runs_dir=runs, quiet=True)
     first = open_session(fixture_config, tmp_path / "session", depth=2, modes=("bm25",))
     before = {q: list(p) for q, p in first.pools.items()}
     session = open_session(
         fixture_config, tmp_path / "session", depth=2, modes=("bm25",), from_study="sweep", runs_dir=runs
     )
-    best = Retriever(load_config(tmp_path / "session" / "sweep-best.yaml"))
-    for qid, text in session.store.state.questions.items():
-        pool = session.pools[qid]
-        for h in best.search(text, k=2):
-            assert any(
-                p.doc_id == h.doc_id and p.start <= h.start and h.end <= p.end and "best" in p.sources
-                for p in pool
-            )
+    study = optuna.load_study(study_name="sweep", storage=result.storage)
+    top = sorted((t for t in study.trials if t.state.name == "COMPLETE"), key=lambda t: -t.value)[:3]
+    sweep_config = load_sweep_config(fixture_config)
+    for t in top:
+        retriever = Retriever(sweep_config.for_trial(t.params))
+        for qid, text in session.store.state.questions.items():
+            pool = session.pools[qid]
+            for h in retriever.search(text, k=2):  # each of the three best trials' top 2 is pooled
+                assert any(p.doc_id == h.doc_id and p.start <= h.start and h.end <= p.end for p in pool)
+            assert any(f"trial {t.number}" in p.sources for p in pool)
+    for qid, pool in session.pools.items():
         assert all(
             any(p.doc_id == b.doc_id and p.start <= b.start and b.end <= p.end for p in pool)
             for b in before[qid]

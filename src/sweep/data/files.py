@@ -19,6 +19,7 @@ from sweep.data.jsonl import parse_questions
 from sweep.data.model import Document, EvalSet, Question
 from sweep.data.validate import RawQuestion, Where, assemble
 from sweep.errors import DataError, Problem
+from sweep.logs import logger
 from sweep.textfile import read_text
 
 
@@ -94,13 +95,19 @@ def find_files(folder: Path, pattern: str = "**/*") -> list[Path]:
         >>> find_files(Path("docs"), "**/*.md")  # doctest: +SKIP
         [PosixPath('docs/index.md'), PosixPath('docs/guides/setup.md')]
     """
-    found = []
+    found, other = [], []
     for path in folder.glob(pattern):
         relative = path.relative_to(folder)
-        if path.is_file() and path.suffix.lower() in SUFFIXES:
-            if not any(part.startswith(".") for part in relative.parts):
-                found.append(path)
-    return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
+        if not path.is_file() or any(part.startswith(".") for part in relative.parts):
+            continue
+        (found if path.suffix.lower() in SUFFIXES else other).append(relative.as_posix())
+    if other:  # said, not silently skipped
+        other.sort()
+        more = f" (+{len(other) - 5} more)" if len(other) > 5 else ""
+        logger.info(
+            "%s: not read, not %s: %s%s", folder, " ".join(sorted(SUFFIXES)), ", ".join(other[:5]), more
+        )
+    return [folder / p for p in sorted(found)]
 
 
 def read_documents(folder: Path, pattern: str, problems: list[Problem]) -> list[tuple[Document, Where]]:

@@ -45,7 +45,7 @@ def open_session(
         depth: each pooled retriever's top ``depth`` enters the pool.
         modes: retrieval modes pooled at the config's chunking (ignored when ``pool_from`` is given).
         pool_from: configuration files whose retrievers build the pool instead.
-        from_study: a finished sweep: the top ``depth`` of its best configuration and of the
+        from_study: a finished sweep: the top ``depth`` of its three best trials and of the
             baseline (this config) are added to every question's pool, so the next judgments go
             where they can change the sweep's decision.
         storage: that study's Optuna storage (default: the embedded one under ``runs_dir``).
@@ -84,8 +84,8 @@ def open_session(
         _write_pools(pool_path, pools)
 
     if from_study:
-        study = {"best": _best_config(from_study, storage, Path(runs_dir), folder), "baseline": base}
-        logger.info("pooling the top %d of study %r's best configuration and the baseline", depth, from_study)
+        study = _study_configs(from_study, storage, Path(runs_dir), folder) | {"baseline": base}
+        logger.info("pooling the top %d of study %r's %s", depth, from_study, ", ".join(study))
         extra = build_pools(eval_set.questions, {n: Retriever(c, pipeline) for n, c in study.items()}, depth)
         for qid, passages in extra.items():
             pools[qid] = extend_pool(qid, pools.get(qid, []), passages)
@@ -108,17 +108,32 @@ def open_session(
     return LabelSession(store, pools, pool_one, scale, drafter=drafter, sample=sample)
 
 
-def _best_config(study_name: str, storage: str | None, runs_dir: Path, folder: Path) -> EvalConfig:
+def _study_configs(study_name: str, storage: str | None, runs_dir: Path, folder: Path, n: int = 3):
+    """The configurations of a finished sweep's ``n`` best trials (by its first objective), rebuilt
+    from the sweep file it recorded; the recorded best configuration if that file is gone."""
+    import optuna
+
     from sweep.errors import SweepError
     from sweep.tuning.finish import BEST_CONFIG_ATTR
     from sweep.tuning.storage import load_existing_study
+    from sweep.tuning.sweep_config import load_sweep_config
 
-    best = load_existing_study(study_name, storage, runs_dir).user_attrs.get(BEST_CONFIG_ATTR)
-    if not best:
-        raise SweepError(f"study {study_name!r} has not finished yet: run its sweep command again first")
-    path = folder / f"{study_name}-best.yaml"
-    path.write_text(best["yaml"], encoding="utf-8")
-    return load_config(path)
+    study = load_existing_study(study_name, storage, runs_dir)
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        raise SweepError(f"study {study_name!r} has no finished trial yet: run its sweep first")
+    path = study.user_attrs.get("config")
+    if path and Path(path).exists():
+        sweep_config = load_sweep_config(path)
+        maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+        best = sorted(complete, key=lambda t: t.values[0], reverse=maximize)[:n]
+        return {f"trial {t.number}": sweep_config.for_trial(t.params) for t in best}
+    recorded = study.user_attrs.get(BEST_CONFIG_ATTR)
+    if not recorded:
+        raise SweepError(f"study {study_name!r} has not finished and its sweep file {path} is gone")
+    copy = folder / f"{study_name}-best.yaml"
+    copy.write_text(recorded["yaml"], encoding="utf-8")
+    return {f"trial {recorded['trial']}": load_config(copy)}
 
 
 def _read_pools(path: Path) -> dict[str, list[Passage]]:
