@@ -158,3 +158,36 @@ def test_the_scale_is_configurable_and_grades_off_it_are_refused(tmp_path, capsy
     assert store.judge("q", "install.md", 0, 3, 3).grade == 3
     with pytest.raises(ValueError, match="not on the scale"):
         store.judge("q", "install.md", 0, 3, 2)
+
+
+def test_a_port_in_use_is_one_line_not_a_traceback(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from test_label_page import corpus
+
+    config = corpus(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sweep",
+                "label",
+                str(config),
+                "--port",
+                str(port),
+                "--pool-modes",
+                "bm25",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr and "--port 0" in out.stderr

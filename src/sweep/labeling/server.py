@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from sweep.errors import SweepError
 from sweep.labeling.drafts import Draft, DraftClient, DraftError
 from sweep.labeling.pool import Passage
 from sweep.labeling.store import JudgmentStore
@@ -181,7 +182,12 @@ def serve(session: LabelSession, port: int = 8765, ready: Callable[[str], None] 
         >>> serve(session, port=0, ready=print)  # doctest: +SKIP
         http://127.0.0.1:41235/
     """
-    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(session))
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), _handler(session))
+    except OSError as e:
+        raise SweepError(
+            f"cannot listen on 127.0.0.1:{port} ({e.strerror}): pass --port 0 for any free port"
+        ) from None
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     (ready or (lambda u: logger.info("judging page: %s", u)))(url)
     try:

@@ -62,7 +62,7 @@ def open_session(
     base = config if isinstance(config, EvalConfig) else load_config(config)
     folder = Path(out) if out else Path("labels") / (Path(base.source).stem if base.source else "session")
     eval_set = load_dataset(base.dataset, scorable=False)
-    pipeline = Pipeline(base.cache_dir, progress=False, serving=True)
+    pipeline = Pipeline(base.cache_dir, progress=True, serving=True)  # embedding a corpus takes a while
     configs = {Path(p).stem: load_config(p) for p in pool_from} if pool_from else pool_configs(base, modes)
     retrievers: dict[str, Retriever] = {}
 
