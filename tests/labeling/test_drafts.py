@@ -191,3 +191,16 @@ def test_a_port_in_use_is_one_line_not_a_traceback(tmp_path):
         )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in out.stderr and "--port 0" in out.stderr
+
+
+def test_a_line_cut_by_a_kill_is_dropped_and_the_log_stays_appendable(tmp_path):
+    docs = [Document("install.md", PASSAGE)]
+    store = JudgmentStore(tmp_path / "s", docs)
+    store.add_question("How?", "q")
+    store.judge("q", "install.md", 0, 3, 1)
+    with open(tmp_path / "s" / "log.jsonl", "ab") as fh:
+        fh.write(b'{"kind": "judgment", "id": 2, "quest')  # the kill came mid-write: never acknowledged
+    reopened = JudgmentStore(tmp_path / "s", docs)
+    assert [j.id for j in reopened.judgments_of("q")] == [1]
+    assert reopened.judge("q", "install.md", 4, 7, 2).id == 2  # appends on a clean line
+    assert [j.id for j in JudgmentStore(tmp_path / "s", docs).judgments_of("q")] == [1, 2]

@@ -150,16 +150,21 @@ class JudgmentStore:
         state = SessionState()
         if not self.log_path.exists():
             return state
-        lines = self.log_path.read_bytes().split(b"\n")
-        for n, raw in enumerate(lines, start=1):
+        data = self.log_path.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        if len(complete) < len(data):  # a line cut by a kill mid-write: never acknowledged, so dropped
+            with open(self.log_path, "r+b") as fh:
+                fh.truncate(len(complete))
+                os.fsync(fh.fileno())
+        for n, raw in enumerate(complete.split(b"\n"), start=1):
             if not raw.strip():
                 continue
             try:
                 _apply(state, json.loads(raw))
             except (ValueError, KeyError, TypeError) as e:
-                if n == len(lines) or (n == len(lines) - 1 and not lines[-1]):
-                    break  # a line cut by a kill before it was acknowledged: never shown as saved
-                raise DataError(Problem(str(self.log_path), f"unreadable log line ({e})", n)) from None
+                raise DataError(
+                    Problem(str(self.log_path), f"unreadable log line ({e}); fix or remove that line", n)
+                ) from None
         return state
 
     def _write_questions(self) -> None:
