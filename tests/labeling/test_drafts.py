@@ -11,6 +11,7 @@ import pytest
 from test_label_page import api
 
 from sweep.data.model import Document
+from sweep.errors import DataError
 from sweep.labeling.drafts import PROMPT, DraftClient, DraftError
 from sweep.labeling.server import LabelSession, serve_in_thread
 from sweep.labeling.store import JudgmentStore
@@ -204,3 +205,18 @@ def test_a_line_cut_by_a_kill_is_dropped_and_the_log_stays_appendable(tmp_path):
     assert [j.id for j in reopened.judgments_of("q")] == [1]
     assert reopened.judge("q", "install.md", 4, 7, 2).id == 2  # appends on a clean line
     assert [j.id for j in JudgmentStore(tmp_path / "s", docs).judgments_of("q")] == [1, 2]
+
+
+def test_a_judged_document_that_changed_since_is_one_error_and_the_corpus_is_kept(tmp_path):
+    store = JudgmentStore(tmp_path / "s", [Document("install.md", PASSAGE), Document("other.md", "x y z")])
+    store.add_question("How?", "q")
+    store.judge("q", "install.md", 0, 3, 1)
+    assert [json.loads(x)["id"] for x in (tmp_path / "s" / "corpus.jsonl").read_text().splitlines()] == [
+        "install.md",
+        "other.md",
+    ]
+    JudgmentStore(
+        tmp_path / "s", [Document("install.md", PASSAGE), Document("other.md", "changed")]
+    )  # unjudged: fine
+    with pytest.raises(DataError, match="changed or gone since they were judged: install.md"):
+        JudgmentStore(tmp_path / "s", [Document("install.md", "Rewritten text.")])

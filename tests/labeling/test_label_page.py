@@ -16,7 +16,7 @@ import pytest
 
 from browser import Browser
 from conftest import ROOT
-from sweep import load_files
+from sweep import load_files, load_native
 
 DOCS_SCREENSHOT = ROOT / "docs" / "label-page.png"
 INSTALL = "# Install\n\nRun the installer, then restart the shell. The installer needs admin rights.\n"
@@ -163,9 +163,8 @@ def test_judging_in_the_browser_with_mouse_and_keys_is_kept_and_scored(tmp_path)
     if os.environ.get("RAG_SWEEP_UPDATE_DOCS"):
         shutil.copy(shot, DOCS_SCREENSHOT)
 
-    judged = load_files(
-        tmp_path / "docs", session / "questions.jsonl"
-    )  # the native loader checks every quote
+    judged = load_native(session)  # the session folder is a native eval set: corpus.jsonl + questions.jsonl
+    assert judged.questions == load_files(tmp_path / "docs", session / "questions.jsonl").questions
     q = next(q for q in judged.questions if q.id == added["id"])
     passage = added["pool"][other]
     assert [(e.doc_id, e.start, e.end) for e in q.evidence if e.grade == 0] == [

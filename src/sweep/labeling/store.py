@@ -5,6 +5,7 @@ line, written and fsynced before the page is told "saved", so a SIGKILL loses no
 showed as saved. ``questions.jsonl`` (the native format, spans with their quotes; passages judged
 not relevant as grade 0) is rebuilt from the log after every change, atomically (a temporary file
 renamed over it), and again on start, so it never lags the log for long and is never half-written.
+Beside it ``corpus.jsonl`` keeps the texts the spans point into, so the folder is a native eval set.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class JudgmentStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.log_path = self.folder / "log.jsonl"
         self.out_path = self.folder / "questions.jsonl"
+        self.corpus_path = self.folder / "corpus.jsonl"  # the texts the spans point into: a native eval set
         self.documents = {d.id: d for d in documents}
         self.grades = tuple(grades)
         self._lock = threading.Lock()
@@ -81,7 +83,34 @@ class JudgmentStore:
                     if doc is not None:
                         start, end = e.span(len(doc.text))
                         self._append(self._judgment_line(q.id, e.doc_id, start, end, e.grade))
+        self._check_judged_texts()
+        self._write_lines(self.corpus_path, [_document_line(d) for d in documents])
         self._write_questions()
+
+    def _check_judged_texts(self) -> None:
+        """A judged document whose text changed since: its spans would point at other words."""
+        if not self.corpus_path.exists():
+            return
+        before = {}
+        for line in self.corpus_path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                d = json.loads(line)
+                before[d["id"]] = d["text"]
+        judged = {j.doc_id for j in self.state.judgments.values()}
+        changed = sorted(
+            d
+            for d in judged
+            if d in before and (d not in self.documents or self.documents[d].text != before[d])
+        )
+        if changed:
+            raise DataError(
+                Problem(
+                    str(self.corpus_path),
+                    f"judged document(s) changed or gone since they were judged: {', '.join(changed[:5])}; "
+                    "their spans point at the old text kept here: restore the files, or start a new session "
+                    "(--out) and judge them again",
+                )
+            )
 
     # -- changes (each one line of the log, durable before it returns) -------------------------
     def add_question(self, text: str, qid: str | None = None, drafted: bool = False) -> str:
@@ -186,12 +215,25 @@ class JudgmentStore:
             if qid in self.state.drafted:
                 record["metadata"] = {"drafted": True}
             lines.append(json.dumps(record, ensure_ascii=False))
-        tmp = self.out_path.with_name(f".{self.out_path.name}.{os.getpid()}.tmp")
+        self._write_lines(self.out_path, lines)
+
+    @staticmethod
+    def _write_lines(path: Path, lines: list[str]) -> None:
+        """The whole file or the old one, never half: a temporary file renamed over it."""
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write("".join(line + "\n" for line in lines))
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, self.out_path)
+        os.replace(tmp, path)
+
+
+def _document_line(d: Document) -> str:
+    return json.dumps(
+        {"id": d.id, "text": d.text, "title": d.title, "metadata": d.metadata},
+        ensure_ascii=False,
+        default=str,
+    )
 
 
 def _apply(state: SessionState, line: dict[str, Any]) -> None:
