@@ -93,6 +93,34 @@ def test_rrf_by_hand():
     assert fused.scores[0] == pytest.approx([expected[0], expected[2], expected[1]])
 
 
+def test_dbsf_by_hand():
+    """Qdrant's DBSF: each list to [0, 1] with mean ± 3 sample standard deviations as the ends."""
+    lexical = result([[0, 1, 2]], [[3.0, 2.0, 1.0]])  # mean 2, sd 1: ends -1 and 5 -> 4/6, 3/6, 2/6
+    dense = result([[1, 3, -1]], [[0.9, 0.5, -np.inf]])  # mean .7, sd sqrt(.08): ends .7 -/+ 3 sqrt(.08)
+    fused = fuse(lexical, dense, FusionConfig(alpha=0.5, normalization="dbsf"), 4, 4)
+    sd = np.sqrt(0.08)
+    d = {1: (0.9 - 0.7 + 3 * sd) / (6 * sd), 3: (0.5 - 0.7 + 3 * sd) / (6 * sd)}  # 0.6179, 0.3821
+    expected = {0: 0.5 * 4 / 6, 1: 0.5 * (3 / 6 + d[1]), 2: 0.5 * 2 / 6, 3: 0.5 * d[3]}  # missing: 0
+    assert fused.ids.tolist() == [[1, 0, 3, 2]]
+    assert fused.scores[0] == pytest.approx([expected[i] for i in (1, 0, 3, 2)], rel=1e-6)
+    single = fuse(
+        result([[0]], [[7.0]]), result([[1, 2]], [[1.0, 1.0]]), FusionConfig(normalization="dbsf"), 3, 3
+    )
+    assert single.scores[0] == pytest.approx([0.25, 0.25, 0.25])  # one result, or no spread: 0.5
+
+
+def test_weighted_rrf_by_hand_and_equal_to_rrf_at_one_half():
+    lexical = result([[0, 1, 2]], [[3.0, 2.0, 1.0]])
+    dense = result([[2, 0, -1]], [[0.9, 0.8, -np.inf]])
+    fused = fuse(lexical, dense, FusionConfig(method="weighted_rrf", alpha=0.8, rrf_k=60), 3, 3)
+    expected = {0: 0.4 / 61 + 1.6 / 62, 1: 0.4 / 62, 2: 0.4 / 63 + 1.6 / 61}
+    assert fused.ids.tolist() == [[2, 0, 1]]
+    assert fused.scores[0] == pytest.approx([expected[2], expected[0], expected[1]])
+    half = fuse(lexical, dense, FusionConfig(method="weighted_rrf", alpha=0.5), 3, 3)
+    plain = fuse(lexical, dense, FusionConfig(method="rrf"), 3, 3)
+    assert half.ids.tolist() == plain.ids.tolist() and half.scores.tolist() == plain.scores.tolist()
+
+
 def test_document_view_ranks_a_document_at_its_best_chunk():
     run = np.array([[3, 0, 4, 1, -1], [2, 2, 5, -1, -1]])
     chunk_doc = np.array([0, 0, 1, 2, 2, 1])

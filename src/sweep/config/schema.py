@@ -86,11 +86,14 @@ class DenseConfig(Strict):
 
 
 class FusionConfig(Strict):
-    method: Literal["linear", "rrf"] = "linear"
+    method: Literal["linear", "rrf", "weighted_rrf"] = "linear"
     alpha: float = Field(
-        0.5, ge=0, le=1, description="weight of the dense scores; 0 is pure BM25, 1 pure dense"
+        0.5,
+        ge=0,
+        le=1,
+        description="weight of the dense list (linear, weighted_rrf); 0 is pure BM25, 1 pure dense",
     )
-    normalization: Literal["minmax", "zscore"] = "minmax"
+    normalization: Literal["minmax", "zscore", "dbsf"] = "minmax"
     rrf_k: int = Field(60, ge=1, le=1_000_000)
 
 

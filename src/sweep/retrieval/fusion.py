@@ -1,11 +1,16 @@
 """Hybrid fusion of two ranked lists: linear (normalised scores) or reciprocal rank fusion.
 
 * linear: ``alpha · norm(dense) + (1 - alpha) · norm(bm25)``, each list
-  normalised per question over what it returned (min-max to [0, 1], or
-  z-score); a chunk missing from one list gets that list's floor (0 for
-  min-max, its lowest z-score for z-score).
+  normalised per question over what it returned: min-max to [0, 1], z-score,
+  or dbsf (distribution-based score fusion as Qdrant defines it: mean ± 3
+  sample standard deviations as the extremes of [0, 1], not clipped; one
+  result or no spread gives 0.5). A chunk missing from one list gets that
+  list's floor (0 for min-max and dbsf, its lowest z-score for z-score); at
+  alpha 0.5 dbsf ranks as Qdrant's unweighted sum does.
 * rrf: ``Σ 1 / (k + rank)`` over the lists that returned the chunk
   (Cormack, Clarke & Büttcher, SIGIR 2009), rank starting at 1.
+* weighted_rrf: ``2 · ((1 - alpha) / (k + rank_bm25) + alpha / (k + rank_dense))``,
+  equal to rrf at alpha 0.5.
 
 Vectorised over all questions at once: the two lists are concatenated,
 equal (question, chunk) keys summed with one ``np.unique``, and the result
@@ -30,7 +35,14 @@ def _normalise(result: StageResult, how: str) -> tuple[np.ndarray, np.ndarray]:
     masked = np.where(valid, s, np.nan)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-empty rows: nan, then 0
-        if how == "zscore":
+        if how == "dbsf":
+            n = valid.sum(axis=1, keepdims=True)
+            mean = np.nanmean(masked, axis=1, keepdims=True)
+            std = np.sqrt(np.nansum((masked - mean) ** 2, axis=1, keepdims=True) / np.maximum(n - 1, 1))
+            lo, span = mean - 3 * std, 6 * std
+            norm = np.where((span > 0) & (n > 1), (masked - lo) / np.where(span > 0, span, 1.0), 0.5)
+            floor = np.zeros(len(s))
+        elif how == "zscore":
             mean = np.nanmean(masked, axis=1, keepdims=True)
             std = np.nanstd(masked, axis=1, keepdims=True)
             norm = (masked - mean) / np.where(std > 0, std, 1.0)
@@ -50,9 +62,15 @@ def fuse(
     n_q = lexical.ids.shape[0]
     rows = np.repeat(np.arange(n_q), lexical.ids.shape[1] + dense.ids.shape[1])
     ids = np.hstack([lexical.ids, dense.ids]).ravel()
-    if config.method == "rrf":
+    if config.method in ("rrf", "weighted_rrf"):
         ranks = np.hstack([np.arange(lexical.ids.shape[1]), np.arange(dense.ids.shape[1])]) + 1
-        contrib = np.broadcast_to(1.0 / (config.rrf_k + ranks), (n_q, len(ranks))).ravel()
+        weight = np.ones(len(ranks))
+        if config.method == "weighted_rrf":
+            weight[: lexical.ids.shape[1]], weight[lexical.ids.shape[1] :] = (
+                2 * (1 - config.alpha),
+                2 * config.alpha,
+            )
+        contrib = np.broadcast_to(weight / (config.rrf_k + ranks), (n_q, len(ranks))).ravel()
         base = np.zeros(n_q)
     else:
         lex_norm, lex_floor = _normalise(lexical, config.normalization)
