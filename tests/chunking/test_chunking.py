@@ -107,3 +107,32 @@ def test_recursive_equals_langchain(text, size, data):
 def test_impossible_configs(bad):
     with pytest.raises(ValueError):
         ChunkingConfig("fixed", **{"overlap": 0, **bad})
+
+
+def test_sentence_windows_by_hand():
+    text = 'One. Two! "Three?" Four.\n\nFive'
+    spans = chunk_text(text, ChunkingConfig("sentence", 2, 1))
+    assert [text[s:e] for s, e in spans] == ["One. Two!", 'Two! "Three?"', '"Three?" Four.', "Four.\n\nFive"]
+    assert [text[s:e] for s, e in chunk_text(text, ChunkingConfig("sentence", 3, 0))] == [
+        'One. Two! "Three?"',
+        "Four.\n\nFive",
+    ]
+    assert ChunkingConfig("sentence", 2, 1).key() != ChunkingConfig("sentence", 2, 0).key()
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=texts, size=st.integers(1, 6), data=st.data())
+def test_sentence_windows_are_exact_and_share_overlap_sentences(text, size, data):
+    from sweep.chunking.chunkers import sentences
+
+    overlap = data.draw(st.integers(0, size - 1))
+    spans = chunk_text(text, ChunkingConfig("sentence", size, overlap))
+    found = sentences(text)
+    assert all(text[s:e].strip() and text[s:e] == text[s:e].strip() for s, e in found)
+    assert not (non_space(text) & ~covered(text, found)).any()  # every visible character in a sentence
+    starts = [s for s, _ in found]
+    first = [starts.index(s) for s, _ in spans]  # each window starts at a sentence
+    assert first == list(range(0, len(first) * (size - overlap), size - overlap))
+    for (s, e), i in zip(spans, first):
+        inside = [j for j, (a, b) in enumerate(found) if s <= a and b <= e]
+        assert inside == list(range(i, min(i + size, len(found))))  # size sentences (fewer at the end)

@@ -12,6 +12,10 @@ Strategies:
   marks, space, character), recurse into pieces still too long, then merge
   pieces greedily up to ``size`` units carrying up to ``overlap`` units back,
   and strip surrounding whitespace.
+* ``sentence``: windows of ``size`` sentences, consecutive windows sharing
+  ``overlap`` sentences. A sentence ends at ``.``, ``!`` or ``?`` (with any
+  closing quotes or brackets) before whitespace, or at a blank line; the rule
+  is plain, so "e.g. this" splits after "e.g.".
 * ``document``: one chunk per document.
 """
 
@@ -32,7 +36,7 @@ DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
 
 @dataclass(frozen=True)
 class ChunkingConfig:
-    strategy: Literal["fixed", "recursive", "document"] = "document"
+    strategy: Literal["fixed", "recursive", "sentence", "document"] = "document"
     size: int = 200
     overlap: int = 0
     unit: Literal["chars", "tokens"] = "tokens"
@@ -51,6 +55,8 @@ class ChunkingConfig:
     def key(self) -> str:
         if self.strategy == "document":
             return "document"
+        if self.strategy == "sentence":
+            return f"sentence:{self.size}:{self.overlap}"
         unit = self.unit if self.unit == "chars" else f"tokens:{self.tokenizer}"
         extra = f":{self.separators!r}" if self.strategy == "recursive" else ""
         return f"{self.strategy}:{self.size}:{self.overlap}:{unit}{extra}"
@@ -86,6 +92,12 @@ def chunk_text(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
         spans = _fixed(text, config)
     elif config.strategy == "recursive":
         spans = _recursive(text, config)
+    elif config.strategy == "sentence":
+        found = sentences(text)
+        starts, ends = np.array([a for a, _ in found], np.int64), np.array([b for _, b in found], np.int64)
+        spans = [
+            (int(a), int(b)) for a, b in _windows(starts, ends, config.size, config.size - config.overlap)
+        ]
     else:
         raise ValueError(f"unknown chunking strategy {config.strategy!r}")
     return [(s, e) for s, e in spans if e > s and text[s:e].strip()]
@@ -110,6 +122,30 @@ def _fixed(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
         return [(int(a), int(b)) for a, b in _windows(bounds[:-1], bounds[1:], config.size, step)]
     spans = get_tokenizer(config.tokenizer).spans(text)
     return [(int(a), int(b)) for a, b in _windows(spans[:, 0], spans[:, 1], config.size, step)]
+
+
+_SENTENCE_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s)|\n[ \t]*\n")
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` of each sentence, surrounding whitespace left out.
+
+    Args:
+        text: a document's text.
+
+    Returns:
+        The spans, in order; none empty.
+
+    Example:
+        >>> sentences("One. Two!  Three")
+        [(0, 4), (5, 9), (11, 16)]
+    """
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        spans.append(_strip(text, start, m.end()))
+        start = m.end()
+    spans.append(_strip(text, start, len(text)))
+    return [(a, b) for a, b in spans if b > a]
 
 
 def _windows(starts: np.ndarray, ends: np.ndarray, size: int, step: int):
@@ -191,4 +227,4 @@ def _strip(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-__all__ = ["ChunkSet", "ChunkingConfig", "chunk_corpus", "chunk_text", "get_tokenizer"]
+__all__ = ["ChunkSet", "ChunkingConfig", "chunk_corpus", "chunk_text", "get_tokenizer", "sentences"]

@@ -45,7 +45,9 @@ class DatasetConfig(Strict):
 
 
 class ChunkingSection(Strict):
-    strategy: Literal["fixed", "recursive", "document"] = "document"
+    strategy: Literal["fixed", "recursive", "sentence", "document"] = (
+        "document"  # sentence: size in sentences
+    )
     size: int = Field(200, ge=1, le=10_000_000)
     overlap: int = Field(0, ge=0, le=10_000_000)
     unit: Literal["chars", "tokens"] = "tokens"
