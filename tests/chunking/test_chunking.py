@@ -136,3 +136,55 @@ def test_sentence_windows_are_exact_and_share_overlap_sentences(text, size, data
     for (s, e), i in zip(spans, first):
         inside = [j for j, (a, b) in enumerate(found) if s <= a and b <= e]
         assert inside == list(range(i, min(i + size, len(found))))  # size sentences (fewer at the end)
+
+
+def test_markdown_sections_and_heading_paths_by_hand():
+    from sweep.chunking.chunkers import chunk_sections
+
+    text = (
+        "intro\n\n# Install\nRun it.\n\n## Linux\n"
+        + "apt get it. " * 10
+        + "\n```\n# not a heading\n```\n# FAQ\nAsk.\n"
+    )
+    chunks = chunk_sections(text, ChunkingConfig("markdown", 60, 0, "chars"))
+    assert all(e - s <= 60 for s, e, _ in chunks)
+    paths = [p for _, _, p in chunks]
+    assert paths[0] == "" and "Install" in paths and "Install > Linux" in paths and paths[-1] == "FAQ"
+    faq = text.index("# FAQ")
+    assert all(e <= faq or s >= faq for s, e, _ in chunks)  # nothing crosses a heading
+    linux = [text[s:e] for s, e, p in chunks if p == "Install > Linux"]
+    assert any("# not a heading" in t for t in linux)  # fenced code is not a heading
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(PIECES + ["\n# H\n", "\n## Sub\n", "\nT\n===\n", "\n```\n"]), max_size=120
+    ).map("".join),
+    size=sizes,
+)
+def test_markdown_chunks_are_exact_and_stay_inside_sections(text, size):
+    from sweep.chunking.chunkers import chunk_sections
+    from sweep.chunking.sections import sections
+
+    found = sections(text)
+    assert "".join(text[s.start : s.end] for s in found) == text  # sections tile the document
+    bounds = [s.start for s in found]
+    for s, e, _ in chunk_sections(text, ChunkingConfig("markdown", size, 0, "chars")):
+        assert text[s:e].strip() and e - s <= max(size, 1)
+        assert not any(s < b < e for b in bounds)
+
+
+def test_markdown_chunker_on_the_bundled_reference_and_chromas_corpora(shared_data):
+    from sweep.chunking.chunkers import chunk_sections
+    from sweep.data.python_reference import python_reference_documents
+
+    texts = [d.text for d in python_reference_documents()]
+    texts += [p.read_text() for p in sorted((shared_data / "chroma-chunking" / "corpora").glob("*.md"))]
+    config = ChunkingConfig("markdown", 200, 0, "tokens")
+    with_headings = 0
+    for text in texts:
+        chunks = chunk_sections(text, config)
+        assert chunks and all(text[s:e].strip() == text[s:e] for s, e, _ in chunks)
+        with_headings += sum(1 for *_, p in chunks if p)
+    assert with_headings > 500  # reST underlines in the reference, "= Title =" in wikitexts

@@ -16,6 +16,9 @@ Strategies:
   ``overlap`` sentences. A sentence ends at ``.``, ``!`` or ``?`` (with any
   closing quotes or brackets) before whitespace, or at a blank line; the rule
   is plain, so "e.g. this" splits after "e.g.".
+* ``markdown``: sections split on headings (:mod:`sweep.chunking.sections`),
+  each bounded by ``size`` units with the recursive splitter; chunks never
+  cross a heading and keep their heading path (``ChunkSet.headings``).
 * ``document``: one chunk per document.
 """
 
@@ -28,6 +31,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
+from sweep.chunking.sections import sections
 from sweep.chunking.tokenizers import Tokenizer, get_tokenizer
 from sweep.data.model import EvalSet
 
@@ -36,12 +40,13 @@ DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
 
 @dataclass(frozen=True)
 class ChunkingConfig:
-    strategy: Literal["fixed", "recursive", "sentence", "document"] = "document"
+    strategy: Literal["fixed", "recursive", "sentence", "markdown", "document"] = "document"
     size: int = 200
     overlap: int = 0
     unit: Literal["chars", "tokens"] = "tokens"
     tokenizer: str = "word"
     separators: tuple[str, ...] = DEFAULT_SEPARATORS
+    heading_prefix: bool = False  # markdown: the heading path goes before the indexed text
 
     def __post_init__(self) -> None:
         if self.strategy != "document":
@@ -58,7 +63,8 @@ class ChunkingConfig:
         if self.strategy == "sentence":
             return f"sentence:{self.size}:{self.overlap}"
         unit = self.unit if self.unit == "chars" else f"tokens:{self.tokenizer}"
-        extra = f":{self.separators!r}" if self.strategy == "recursive" else ""
+        extra = f":{self.separators!r}" if self.strategy in ("recursive", "markdown") else ""
+        extra += ":headings" if self.strategy == "markdown" and self.heading_prefix else ""
         return f"{self.strategy}:{self.size}:{self.overlap}:{unit}{extra}"
 
 
@@ -71,6 +77,7 @@ class ChunkSet:
     end: np.ndarray  # int64, exclusive
     texts: list[str]
     key: str = field(default="")
+    headings: list[str] = field(default_factory=list)  # markdown: each chunk's heading path
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -92,6 +99,8 @@ def chunk_text(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
         spans = _fixed(text, config)
     elif config.strategy == "recursive":
         spans = _recursive(text, config)
+    elif config.strategy == "markdown":
+        spans = [(a, b) for a, b, _ in chunk_sections(text, config)]
     elif config.strategy == "sentence":
         found = sentences(text)
         starts, ends = np.array([a for a, _ in found], np.int64), np.array([b for _, b in found], np.int64)
@@ -104,15 +113,53 @@ def chunk_text(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
 
 
 def chunk_corpus(eval_set: EvalSet, config: ChunkingConfig) -> ChunkSet:
-    docs, starts, ends, texts = [], [], [], []
+    docs, starts, ends, texts, headings = [], [], [], [], []
     for i, document in enumerate(eval_set.documents):
-        for s, e in chunk_text(document.text, config):
+        if config.strategy == "markdown":
+            found = chunk_sections(document.text, config)
+        else:
+            found = [(s, e, "") for s, e in chunk_text(document.text, config)]
+        for s, e, path in found:
             docs.append(i)
             starts.append(s)
             ends.append(e)
             texts.append(document.text[s:e])
+            headings.append(path)
     as_array = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
-    return ChunkSet(as_array(docs), as_array(starts), as_array(ends), texts, key=config.key())
+    paths = headings if config.strategy == "markdown" else []
+    return ChunkSet(as_array(docs), as_array(starts), as_array(ends), texts, key=config.key(), headings=paths)
+
+
+def chunk_sections(text: str, config: ChunkingConfig) -> list[tuple[int, int, str]]:
+    """Markdown chunks: ``(start, end, heading path)``; a section over ``size`` is split inside itself.
+
+    Args:
+        text: a document's text.
+        config: a ``markdown`` chunking (size, overlap and unit bound each piece).
+
+    Returns:
+        Spans in order, none empty or whitespace only, none across a heading.
+
+    Example:
+        >>> chunk_sections("# A\nshort\n", ChunkingConfig("markdown", 50, 0, "chars"))
+        [(0, 9, 'A')]
+    """
+    length = _length(text, config)
+    out = []
+    for section in sections(text):
+        if length(section.start, section.end) <= config.size:
+            pieces = [_strip(text, section.start, section.end)]
+        else:
+            pieces = _split(text, section.start, section.end, list(config.separators), config, length)
+        out += [(s, e, section.path) for s, e in pieces if e > s and text[s:e].strip()]
+    return out
+
+
+def _length(text: str, config: ChunkingConfig) -> Callable[[int, int], int]:
+    if config.unit == "chars":
+        return lambda s, e: e - s
+    tokenizer: Tokenizer = get_tokenizer(config.tokenizer)
+    return lambda s, e: tokenizer.count(text[s:e])
 
 
 def _fixed(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
@@ -160,12 +207,7 @@ def _windows(starts: np.ndarray, ends: np.ndarray, size: int, step: int):
 
 
 def _recursive(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
-    if config.unit == "chars":
-        length: Callable[[int, int], int] = lambda s, e: e - s  # noqa: E731
-    else:
-        tokenizer: Tokenizer = get_tokenizer(config.tokenizer)
-        length = lambda s, e: tokenizer.count(text[s:e])  # noqa: E731
-    return _split(text, 0, len(text), list(config.separators), config, length)
+    return _split(text, 0, len(text), list(config.separators), config, _length(text, config))
 
 
 def _split(text, start, end, separators, config, length):
@@ -227,4 +269,12 @@ def _strip(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-__all__ = ["ChunkSet", "ChunkingConfig", "chunk_corpus", "chunk_text", "get_tokenizer", "sentences"]
+__all__ = [
+    "ChunkSet",
+    "ChunkingConfig",
+    "chunk_corpus",
+    "chunk_sections",
+    "chunk_text",
+    "get_tokenizer",
+    "sentences",
+]

@@ -45,13 +45,12 @@ class DatasetConfig(Strict):
 
 
 class ChunkingSection(Strict):
-    strategy: Literal["fixed", "recursive", "sentence", "document"] = (
-        "document"  # sentence: size in sentences
-    )
-    size: int = Field(200, ge=1, le=10_000_000)
+    strategy: Literal["fixed", "recursive", "sentence", "markdown", "document"] = "document"
+    size: int = Field(200, ge=1, le=10_000_000, description="units per chunk (sentence: sentences)")
     overlap: int = Field(0, ge=0, le=10_000_000)
     unit: Literal["chars", "tokens"] = "tokens"
     tokenizer: str = "word"
+    heading_prefix: bool = Field(False, description="markdown: index each chunk with its heading path first")
 
     @model_validator(mode="after")
     def _overlap_below_size(self):

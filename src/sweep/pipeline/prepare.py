@@ -59,6 +59,8 @@ def build_prepared(eval_set: EvalSet, config: EvalConfig, chunking: ChunkingConf
         ]
     else:
         index_texts = list(chunks.texts)
+    if chunking.heading_prefix and chunks.headings:  # the section's place, as a reader sees it
+        index_texts = [f"{h}\n{t}" if h else t for h, t in zip(chunks.headings, index_texts)]
     threshold = config.dataset.relevance_threshold
     rule = HitRule(config.evaluation.hit_min_overlap)
     labels = resolve_labels(eval_set, chunks, rule, threshold)
