@@ -188,3 +188,69 @@ def test_markdown_chunker_on_the_bundled_reference_and_chromas_corpora(shared_da
         assert chunks and all(text[s:e].strip() == text[s:e] for s, e, _ in chunks)
         with_headings += sum(1 for *_, p in chunks if p)
     assert with_headings > 500  # reST underlines in the reference, "= Title =" in wikitexts
+
+
+def topic_embed(texts):
+    """A fake sentence embedding: one axis per topic word, so neighbours on one topic are alike."""
+    topics = ["cache", "install", "token"]
+    out = np.array([[1.0 if w in t.lower() else 0.0 for w in topics] + [0.1] for t in texts])
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_semantic_chunks_break_at_topic_shifts_within_size():
+    from sweep.chunking.semantic import semantic_groups
+    from sweep.chunking.spans import sentences
+
+    text = "The cache is shared. The cache is locked. Install it first. Install it twice. The token counts."
+    config = ChunkingConfig("semantic", 200, 0, "chars", breakpoint_percentile=50)
+    groups = [
+        text[s:e]
+        for s, e in semantic_groups(
+            text, sentences(text), topic_embed([text[a:b] for a, b in sentences(text)]), config
+        )
+    ]
+    assert groups == [
+        "The cache is shared. The cache is locked.",
+        "Install it first. Install it twice.",
+        "The token counts.",
+    ]
+    small = ChunkingConfig("semantic", 25, 0, "chars", breakpoint_percentile=0)  # no topic break, size bounds
+    spans = semantic_groups(
+        text, sentences(text), topic_embed([text[a:b] for a, b in sentences(text)]), small
+    )
+    assert all(e - s <= 25 for s, e in spans) and "".join(text[s:e] for s, e in spans).replace(
+        " ", ""
+    ) == text.replace(" ", "")
+    at_least = ChunkingConfig("semantic", 200, 0, "chars", breakpoint_percentile=50, min_size=60)
+    assert (
+        len(
+            semantic_groups(
+                text, sentences(text), topic_embed([text[a:b] for a, b in sentences(text)]), at_least
+            )
+        )
+        == 2
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts, size=st.integers(5, 60), p=st.floats(0, 100))
+def test_semantic_chunks_are_exact_and_bounded(text, size, p):
+    from sweep.chunking.chunkers import chunk_corpus
+    from sweep.data.model import Document, EvalSet
+
+    rng = np.random.default_rng(0)
+
+    def embed(batch):
+        v = rng.normal(size=(len(batch), 4))
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    chunks = chunk_corpus(
+        EvalSet("t", [Document("d", text)], []),
+        ChunkingConfig("semantic", size, 0, "chars", breakpoint_percentile=p),
+        embed,
+    )
+    assert all(
+        text[s:e] == t and t.strip() and e - s <= size
+        for s, e, t in zip(chunks.start, chunks.end, chunks.texts)
+    )
+    assert not (non_space(text) & ~covered(text, zip(chunks.start, chunks.end))).any()

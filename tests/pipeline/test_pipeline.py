@@ -226,3 +226,15 @@ def test_shipped_configs_load():
     for path in sorted((ROOT / "configs").glob("*.yaml")):
         config = load_config(path)
         assert config.dataset.path == "bundled" or Path(config.dataset.path).exists(), path
+
+
+def test_semantic_chunking_embeds_sentences_once_through_the_cache(fixture_config):
+    from sweep.config.load import load_config
+
+    over = ["retrieval.mode=bm25", "chunking.strategy=semantic", "chunking.size=40", "chunking.unit=chars"]
+    config = load_config(fixture_config, over)
+    first = Pipeline(config.cache_dir, progress=False).run(config)
+    assert first.counters["texts_encoded"] > 0 and all(len(t) <= 40 for t in first.chunks.texts)
+    again = Pipeline(config.cache_dir, progress=False).run(config)  # a new process's view
+    assert again.counters["texts_encoded"] == 0 and again.counters["texts_from_cache"] > 0
+    assert again.chunks.texts == first.chunks.texts and again.scores.mean() == first.scores.mean()

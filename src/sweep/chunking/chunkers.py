@@ -19,20 +19,26 @@ Strategies:
 * ``markdown``: sections split on headings (:mod:`sweep.chunking.sections`),
   each bounded by ``size`` units with the recursive splitter; chunks never
   cross a heading and keep their heading path (``ChunkSet.headings``).
+* ``semantic``: sentences grouped until the embedding similarity of two
+  neighbours drops below the document's ``breakpoint_percentile``-th
+  percentile (a topic shift), each chunk at least ``min_size`` and at most
+  ``size`` units (a longer sentence is split by the recursive splitter). The
+  sentence embeddings come from the pipeline's cached encoder (``embed``).
 * ``document``: one chunk per document.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 import numpy as np
 
 from sweep.chunking.sections import sections
-from sweep.chunking.tokenizers import Tokenizer, get_tokenizer
+from sweep.chunking.semantic import semantic_chunks, semantic_groups
+from sweep.chunking.spans import length_of, sentences, split, strip, windows
+from sweep.chunking.tokenizers import get_tokenizer
 from sweep.data.model import EvalSet
 
 DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
@@ -40,13 +46,16 @@ DEFAULT_SEPARATORS = ("\n\n", "\n", ".", "?", "!", " ", "")
 
 @dataclass(frozen=True)
 class ChunkingConfig:
-    strategy: Literal["fixed", "recursive", "sentence", "markdown", "document"] = "document"
+    strategy: Literal["fixed", "recursive", "sentence", "markdown", "semantic", "document"] = "document"
     size: int = 200
     overlap: int = 0
     unit: Literal["chars", "tokens"] = "tokens"
     tokenizer: str = "word"
     separators: tuple[str, ...] = DEFAULT_SEPARATORS
     heading_prefix: bool = False  # markdown: the heading path goes before the indexed text
+    model: str = "minilm-l6"  # semantic: the sentence embedding model
+    breakpoint_percentile: float = 20.0  # semantic: neighbours less similar than this percentile break
+    min_size: int = 1  # semantic: no break before a chunk has this many units
 
     def __post_init__(self) -> None:
         if self.strategy != "document":
@@ -62,6 +71,9 @@ class ChunkingConfig:
             return "document"
         if self.strategy == "sentence":
             return f"sentence:{self.size}:{self.overlap}"
+        if self.strategy == "semantic":
+            unit = self.unit if self.unit == "chars" else f"tokens:{self.tokenizer}"
+            return f"semantic:{self.size}:{self.min_size}:{unit}:{self.model}:{self.breakpoint_percentile}"
         unit = self.unit if self.unit == "chars" else f"tokens:{self.tokenizer}"
         extra = f":{self.separators!r}" if self.strategy in ("recursive", "markdown") else ""
         extra += ":headings" if self.strategy == "markdown" and self.heading_prefix else ""
@@ -101,21 +113,29 @@ def chunk_text(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
         spans = _recursive(text, config)
     elif config.strategy == "markdown":
         spans = [(a, b) for a, b, _ in chunk_sections(text, config)]
+    elif config.strategy == "semantic":
+        raise ValueError("the semantic chunker embeds sentences: use chunk_corpus(..., embed=)")
     elif config.strategy == "sentence":
         found = sentences(text)
         starts, ends = np.array([a for a, _ in found], np.int64), np.array([b for _, b in found], np.int64)
         spans = [
-            (int(a), int(b)) for a, b in _windows(starts, ends, config.size, config.size - config.overlap)
+            (int(a), int(b)) for a, b in windows(starts, ends, config.size, config.size - config.overlap)
         ]
     else:
         raise ValueError(f"unknown chunking strategy {config.strategy!r}")
     return [(s, e) for s, e in spans if e > s and text[s:e].strip()]
 
 
-def chunk_corpus(eval_set: EvalSet, config: ChunkingConfig) -> ChunkSet:
+def chunk_corpus(
+    eval_set: EvalSet, config: ChunkingConfig, embed: Callable[[list[str]], np.ndarray] | None = None
+) -> ChunkSet:
+    """Chunk every document; ``embed`` (texts -> unit vectors) is needed by the semantic chunker only."""
     docs, starts, ends, texts, headings = [], [], [], [], []
+    grouped = semantic_chunks(eval_set, config, embed) if config.strategy == "semantic" else None
     for i, document in enumerate(eval_set.documents):
-        if config.strategy == "markdown":
+        if grouped is not None:
+            found = [(s, e, "") for s, e in grouped[i]]
+        elif config.strategy == "markdown":
             found = chunk_sections(document.text, config)
         else:
             found = [(s, e, "") for s, e in chunk_text(document.text, config)]
@@ -144,129 +164,28 @@ def chunk_sections(text: str, config: ChunkingConfig) -> list[tuple[int, int, st
         >>> chunk_sections("# A\nshort\n", ChunkingConfig("markdown", 50, 0, "chars"))
         [(0, 9, 'A')]
     """
-    length = _length(text, config)
+    length = length_of(text, config)
     out = []
     for section in sections(text):
         if length(section.start, section.end) <= config.size:
-            pieces = [_strip(text, section.start, section.end)]
+            pieces = [strip(text, section.start, section.end)]
         else:
-            pieces = _split(text, section.start, section.end, list(config.separators), config, length)
+            pieces = split(text, section.start, section.end, list(config.separators), config, length)
         out += [(s, e, section.path) for s, e in pieces if e > s and text[s:e].strip()]
     return out
-
-
-def _length(text: str, config: ChunkingConfig) -> Callable[[int, int], int]:
-    if config.unit == "chars":
-        return lambda s, e: e - s
-    tokenizer: Tokenizer = get_tokenizer(config.tokenizer)
-    return lambda s, e: tokenizer.count(text[s:e])
 
 
 def _fixed(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
     step = config.size - config.overlap
     if config.unit == "chars":
         bounds = np.arange(len(text) + 1)
-        return [(int(a), int(b)) for a, b in _windows(bounds[:-1], bounds[1:], config.size, step)]
+        return [(int(a), int(b)) for a, b in windows(bounds[:-1], bounds[1:], config.size, step)]
     spans = get_tokenizer(config.tokenizer).spans(text)
-    return [(int(a), int(b)) for a, b in _windows(spans[:, 0], spans[:, 1], config.size, step)]
-
-
-_SENTENCE_END = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s)|\n[ \t]*\n")
-
-
-def sentences(text: str) -> list[tuple[int, int]]:
-    """``[start, end)`` of each sentence, surrounding whitespace left out.
-
-    Args:
-        text: a document's text.
-
-    Returns:
-        The spans, in order; none empty.
-
-    Example:
-        >>> sentences("One. Two!  Three")
-        [(0, 4), (5, 9), (11, 16)]
-    """
-    spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        spans.append(_strip(text, start, m.end()))
-        start = m.end()
-    spans.append(_strip(text, start, len(text)))
-    return [(a, b) for a, b in spans if b > a]
-
-
-def _windows(starts: np.ndarray, ends: np.ndarray, size: int, step: int):
-    n = len(starts)
-    first = 0
-    while first < n:
-        last = min(first + size, n)
-        yield starts[first], ends[last - 1]
-        if last == n:
-            return
-        first += step
+    return [(int(a), int(b)) for a, b in windows(spans[:, 0], spans[:, 1], config.size, step)]
 
 
 def _recursive(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:
-    return _split(text, 0, len(text), list(config.separators), config, _length(text, config))
-
-
-def _split(text, start, end, separators, config, length):
-    """LangChain's ``_split_text`` on spans: separators stay with the piece after them."""
-    separator, rest = separators[-1], []
-    for i, sep in enumerate(separators):
-        if sep == "":
-            separator = sep
-            break
-        if text.find(sep, start, end) >= 0:
-            separator, rest = sep, separators[i + 1 :]
-            break
-    chunks, good = [], []
-    for piece in _pieces(text, start, end, separator):
-        n = length(*piece)
-        if n < config.size:
-            good.append((piece, n))
-            continue
-        if good:
-            chunks.extend(_merge(text, good, config))
-            good = []
-        if rest:
-            chunks.extend(_split(text, piece[0], piece[1], rest, config, length))
-        else:
-            chunks.append(piece)
-    if good:
-        chunks.extend(_merge(text, good, config))
-    return chunks
-
-
-def _pieces(text: str, start: int, end: int, separator: str) -> list[tuple[int, int]]:
-    if separator == "":
-        return [(i, i + 1) for i in range(start, end)]
-    cuts = [m.start() for m in re.finditer(re.escape(separator), text[start:end])]
-    bounds = [start] + [start + c for c in cuts if c > 0] + [end]
-    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-
-
-def _merge(text, pieces, config):
-    """LangChain's ``_merge_splits`` with an empty join separator, on spans."""
-    out, current, total = [], [], 0
-    for piece, n in pieces:
-        if total + n > config.size and current:
-            out.append(_strip(text, current[0][0][0], current[-1][0][1]))
-            while total > config.overlap or (total + n > config.size and total > 0):
-                total -= current.pop(0)[1]
-        current.append((piece, n))
-        total += n
-    if current:
-        out.append(_strip(text, current[0][0][0], current[-1][0][1]))
-    return out
-
-
-def _strip(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
+    return split(text, 0, len(text), list(config.separators), config, length_of(text, config))
 
 
 __all__ = [
@@ -276,5 +195,6 @@ __all__ = [
     "chunk_sections",
     "chunk_text",
     "get_tokenizer",
+    "semantic_groups",
     "sentences",
 ]

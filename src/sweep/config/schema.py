@@ -45,12 +45,17 @@ class DatasetConfig(Strict):
 
 
 class ChunkingSection(Strict):
-    strategy: Literal["fixed", "recursive", "sentence", "markdown", "document"] = "document"
+    strategy: Literal["fixed", "recursive", "sentence", "markdown", "semantic", "document"] = "document"
     size: int = Field(200, ge=1, le=10_000_000, description="units per chunk (sentence: sentences)")
     overlap: int = Field(0, ge=0, le=10_000_000)
     unit: Literal["chars", "tokens"] = "tokens"
     tokenizer: str = "word"
     heading_prefix: bool = Field(False, description="markdown: index each chunk with its heading path first")
+    model: str = Field("minilm-l6", description="semantic: the sentence embedding model")
+    breakpoint_percentile: float = Field(
+        20.0, ge=0, le=100, description="semantic: neighbour similarity below this percentile breaks"
+    )
+    min_size: int = Field(1, ge=1, le=10_000_000, description="semantic: units before a break is allowed")
 
     @model_validator(mode="after")
     def _overlap_below_size(self):

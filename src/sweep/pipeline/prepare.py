@@ -49,9 +49,13 @@ class Prepared:
         )
 
 
-def build_prepared(eval_set: EvalSet, config: EvalConfig, chunking: ChunkingConfig, key: str) -> Prepared:
-    """Chunk the corpus, resolve the labels on the chunks and on whole documents, build the filter mask."""
-    chunks = chunk_corpus(eval_set, chunking)
+def build_prepared(
+    eval_set: EvalSet, config: EvalConfig, chunking: ChunkingConfig, key: str, embed=None
+) -> Prepared:
+    """Chunk the corpus, resolve the labels on the chunks and on whole documents, build the filter mask.
+
+    ``embed`` (texts -> unit vectors, cached) serves the semantic chunker."""
+    chunks = chunk_corpus(eval_set, chunking, embed)
     docs = eval_set.documents
     if config.dataset.include_title:
         index_texts = [

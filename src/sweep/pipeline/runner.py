@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from sweep.cache import StageCache, content_key
 from sweep.chunking import ChunkingConfig
-from sweep.config.schema import EvalConfig
+from sweep.config.schema import DenseConfig, EvalConfig
 from sweep.data import EvalSet
 from sweep.data.select import load_dataset
 from sweep.errors import ConfigError
@@ -68,10 +69,10 @@ class Pipeline:
                 self._datasets[ds_key] = load_dataset(config.dataset, self.lenient, scorable=not self.serving)
             except ConfigError as e:
                 raise e.located(config.source) from None
-        eval_set = self._datasets[ds_key]
-        prepared = build_prepared(eval_set, config, chunking, key)
-        self._prepared[key] = prepared
-        return prepared
+        encoder = self._encoder(DenseConfig(model=chunking.model))  # the semantic chunker's sentences
+        embed = partial(encoder.encode, progress="embedding sentences" if self.progress else None)
+        self._prepared[key] = build_prepared(self._datasets[ds_key], config, chunking, key, embed)
+        return self._prepared[key]
 
     # -- stages ----------------------------------------------------------------
     def _cached(self, key: str, compute, timings: dict, name: str) -> StageResult:
