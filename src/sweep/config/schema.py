@@ -134,15 +134,31 @@ class PRFConfig(Strict):
     )
 
 
+class LLMConfig(Strict):
+    """An OpenAI-compatible chat endpoint for hyde and llm_multi_query; its key from ``key_env``."""
+
+    url: str = Field(..., description="the API base, e.g. http://127.0.0.1:8000/v1")
+    model: str = "gpt-4o-mini"
+    prompt: str | None = Field(None, description="the instruction; None: the transform's own")
+    key_env: str = "OPENAI_API_KEY"
+    n: int = Field(3, ge=1, le=20, description="llm_multi_query: rewrites asked for")
+    timeout: float = Field(60, gt=0, le=3600)
+
+
 class QueryConfig(Strict):
-    transform: Literal["none", "rm3", "dense_prf", "multi_query", "plugin"] = "none"
+    transform: Literal["none", "rm3", "dense_prf", "multi_query", "plugin", "hyde", "llm_multi_query"] = (
+        "none"
+    )
     rm3: RM3Config = RM3Config()
     prf: PRFConfig = PRFConfig()
     plugin: str | None = Field(None, description="module:function mapping a question to one or more queries")
     rrf_k: int = Field(60, ge=1, le=1_000_000, description="RRF constant fusing the lists of several queries")
+    llm: LLMConfig | None = None
 
     @model_validator(mode="after")
     def _plugin_importable(self):
+        if self.transform in ("hyde", "llm_multi_query") and self.llm is None:
+            raise ValueError(f"transform {self.transform} needs llm: {{url: ..., model: ...}}")
         if self.transform == "plugin":
             if not self.plugin:
                 raise ValueError("transform plugin needs plugin: module:function")

@@ -11,11 +11,10 @@ environment variable.
 from __future__ import annotations
 
 import json
-import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
+
+from sweep.llm import LLMError, chat
 
 PROMPT = (
     "You write evaluation questions for a retrieval system. Read the passage and write one question "
@@ -55,33 +54,14 @@ class DraftClient:
     """
 
     def __init__(self, url: str, model: str, key_env: str = "OPENAI_API_KEY", timeout: float = 60):
-        self.endpoint = url.rstrip("/") + "/chat/completions"
+        self.endpoint_base = url
         self.model, self.key_env, self.timeout = model, key_env, timeout
 
     def _ask(self, passage: str) -> str:
-        body = {
-            "model": self.model,
-            "temperature": 0.2,
-            "messages": [{"role": "system", "content": PROMPT}, {"role": "user", "content": passage}],
-        }
-        headers = {"Content-Type": "application/json"}
-        if key := os.environ.get(self.key_env):
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(self.endpoint, json.dumps(body).encode(), headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                reply = json.load(response)
-        except urllib.error.HTTPError as e:
-            detail = e.read()[:200].decode("utf-8", "replace").strip()
-            raise DraftError(f"{self.endpoint} answered HTTP {e.code}: {detail or e.reason}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as e:
-            raise DraftError(f"{self.endpoint} did not answer ({getattr(e, 'reason', e)})") from None
-        except json.JSONDecodeError:
-            raise DraftError(f"{self.endpoint} answered something that is not JSON") from None
-        try:
-            return str(reply["choices"][0]["message"]["content"])
-        except (KeyError, IndexError, TypeError):
-            raise DraftError(f"{self.endpoint} answered without choices[0].message.content") from None
+            return chat(self.endpoint_base, self.model, PROMPT, passage, self.key_env, self.timeout)
+        except LLMError as e:
+            raise DraftError(str(e)) from None
 
     def draft(self, doc_id: str, start: int, passage: str) -> Draft:
         """One draft for the passage ``passage`` found at ``start`` in ``doc_id``.

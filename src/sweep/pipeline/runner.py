@@ -29,7 +29,7 @@ from sweep.pipeline.result import EvalResult, document_run
 from sweep.retrieval import Encoder, Reranker, StageResult, fuse
 from sweep.retrieval.bm25 import BM25Index
 from sweep.retrieval.dense import DenseIndex, truncated_share
-from sweep.retrieval.query import expand, plugin_queries, rocchio, rrf_by_owner
+from sweep.retrieval.query import llm_queries, rocchio, rrf_by_owner, stage_queries
 
 
 class Pipeline:
@@ -108,26 +108,13 @@ class Pipeline:
             p.inputs_key = content_key(content_key(*p.index_texts), content_key(*p.queries), filters)
         return p.inputs_key
 
-    def _queries(
-        self, p: Prepared, config: EvalConfig
-    ) -> tuple[list[str], np.ndarray | None, np.ndarray | None]:
-        """(queries, their question, filter mask) for the first stages: several per question for
-        multi_query (the question and its rewrites) and plugin (the plugin's queries)."""
-        q = config.retrieval.query
-        if q.transform not in ("multi_query", "plugin"):
-            return p.queries, None, p.allowed
-        if q.transform == "multi_query":
-            lists = [[text, *rewrites] for text, rewrites in zip(p.queries, p.rewrites)]
-        else:
-            lists = plugin_queries(q.plugin, p.queries, self.cache_dir)
-        flat, owner = expand(lists)
-        return flat, owner, None if p.allowed is None else p.allowed[owner]
-
     def _stage(
         self, name: str, p: Prepared, config: EvalConfig, timings: dict, params, search
     ) -> StageResult:
         """A first stage over the (possibly expanded) queries; several queries per question fused by RRF."""
-        queries, owner, allowed = self._queries(p, config)
+        queries, owner, allowed = stage_queries(
+            p.queries, p.rewrites, p.allowed, config.retrieval.query, self.cache_dir
+        )
         q, n = config.retrieval.query, config.retrieval.candidates
 
         def compute() -> StageResult:
@@ -156,10 +143,7 @@ class Pipeline:
     def bm25(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
         c, n, q = config.retrieval.bm25, config.retrieval.candidates, config.retrieval.query
         rm3 = q.rm3 if q.transform == "rm3" else None
-        params = (
-            c.model_dump(exclude={"backend"}),
-            rm3 and rm3.model_dump(),
-        )  # both backends score alike (tested)
+        params = (c.model_dump(exclude={"backend"}), rm3 and rm3.model_dump())  # both backends score alike
 
         def search(queries: list[str], allowed) -> StageResult:
             index = self._index(("bm25", p.key, repr(params)), lambda: BM25Index(p.index_texts, c, rm3))
@@ -170,10 +154,13 @@ class Pipeline:
     def dense(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
         c, n, q = config.retrieval.dense, config.retrieval.candidates, config.retrieval.query
         prf = q.prf if q.transform == "dense_prf" else None
+        hyde = q.llm if q.transform == "hyde" else None  # an LLM's answer passage in the question's place
+        prompt = hyde and hyde.model_dump(include={"url", "model", "prompt"})
         params = (
             c.model_dump(exclude={"batch_size", "model"}),
             model_identity(c.model),
             prf and prf.model_dump(),
+            prompt,
         )
         encoder = self._encoder(c)  # the model itself loads only when a text must be encoded
 
@@ -185,6 +172,8 @@ class Pipeline:
 
         def search(queries: list[str], allowed) -> StageResult:
             found = self._index(("dense", p.key, repr(params[:2])), index)
+            if hyde is not None:
+                queries = [h[0] for h in llm_queries(hyde, "hyde", queries, self.cache_dir)]
             vectors = encoder.encode(queries, c.query_prefix)
             first = found.search(vectors, n, allowed)
             if prf is None:

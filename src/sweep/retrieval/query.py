@@ -13,6 +13,11 @@
 * ``plugin``: a ``module:function`` that maps a question's text to one or
   more queries (an LLM rewriter, say), fused the same way; its outputs are
   cached per question text on disk.
+* ``hyde``: an LLM writes a passage that would answer the question, and the
+  passage is embedded in place of it (Gao et al. 2022); BM25 keeps the question.
+* ``llm_multi_query``: an LLM writes ``n`` other phrasings, retrieved beside
+  the question and fused with RRF. Both go to ``retrieval.query.llm`` (any
+  OpenAI-compatible endpoint) and are cached per question and prompt.
 """
 
 from __future__ import annotations
@@ -35,20 +40,47 @@ ALLOWED_TERM = re.compile(r"^[a-z0-9]{2,}$")  # Anserini keeps terms of 2+ lette
 # -- several queries per question ---------------------------------------------------
 
 
+def stage_queries(questions: list[str], rewrites: list[list[str]], allowed, q, cache_dir: str):
+    """(queries, their question, filter mask) for the first stages: several per question for
+    multi_query and llm_multi_query (the question and its rewrites) and plugin (the plugin's queries).
+
+    Args:
+        questions: the questions' texts.
+        rewrites: each question's own rewrites (multi_query).
+        allowed: the (questions, chunks) filter mask, or None.
+        q: the ``retrieval.query`` section.
+        cache_dir: where plug-in and LLM answers are kept.
+
+    Returns:
+        ``(queries, owner, allowed)``; ``owner`` is None when each question is its own one query.
+
+    Example:
+        >>> stage_queries(["q?"], [["other q?"]], None, QueryConfig(transform="multi_query"), "cache")[:2]  # doctest: +SKIP
+        (['q?', 'other q?'], array([0, 0]))
+    """
+    if q.transform not in ("multi_query", "plugin", "llm_multi_query"):
+        return questions, None, allowed
+    if q.transform == "multi_query":
+        lists = [[text, *more] for text, more in zip(questions, rewrites)]
+    elif q.transform == "llm_multi_query":
+        lists = [
+            [text, *more]
+            for text, more in zip(questions, llm_queries(q.llm, q.transform, questions, cache_dir))
+        ]
+    else:
+        lists = plugin_queries(q.plugin, questions, cache_dir)
+    flat, owner = expand(lists)
+    return flat, owner, None if allowed is None else allowed[owner]
+
+
 def plugin_queries(path: str, texts: list[str], cache_dir: str) -> list[list[str]]:
     """The plugin's queries per question, computed once per (plugin, text) and kept on disk."""
-    store = Path(cache_dir) / "queries" / content_key("plugin", path)
-    store.mkdir(parents=True, exist_ok=True)
-    fn = None
-    out = []
-    for text in texts:
-        entry = store / f"{content_key(text)}.json"
-        cached = _read_entry(entry)
-        if cached is not None:
-            out.append(cached)
-            continue
-        fn = fn or load_plugin(path)
-        produced = fn(text)
+    loaded: list = []
+
+    def make(text: str) -> list[str]:
+        if not loaded:
+            loaded.append(load_plugin(path))
+        produced = loaded[0](text)
         queries = (
             [produced]
             if isinstance(produced, str)
@@ -62,10 +94,52 @@ def plugin_queries(path: str, texts: list[str], cache_dir: str) -> list[list[str
             raise SweepError(
                 f"plugin {path!r} returned {produced!r} for {text[:60]!r}: expected a string or a list of strings"
             )
-        tmp = entry.with_suffix(".tmp")
-        tmp.write_text(json.dumps(queries))
-        tmp.replace(entry)
-        out.append(queries)
+        return queries
+
+    return _cached_queries(content_key("plugin", path), texts, cache_dir, make)
+
+
+HYDE_PROMPT = "Write a short passage that answers the question. Reply with the passage only."
+MULTI_PROMPT = (
+    "Write {n} different ways to ask the same question, for a search engine. "
+    "Reply with one per line, nothing else."
+)
+
+
+def llm_queries(llm, transform: str, texts: list[str], cache_dir: str) -> list[list[str]]:
+    """What the LLM makes of each question (hyde: [a passage]; llm_multi_query: rewrites), cached on
+    disk per (endpoint, model, prompt, transform, question): a sweep asks once per question."""
+    from sweep.llm import LLMError, chat
+
+    prompt = llm.prompt or (HYDE_PROMPT if transform == "hyde" else MULTI_PROMPT.format(n=llm.n))
+
+    def ask(text: str) -> list[str]:
+        reply = chat(llm.url, llm.model, prompt, text, llm.key_env, llm.timeout).strip()
+        if transform == "hyde":
+            out = [reply]
+        else:
+            lines = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip() for line in reply.splitlines()]
+            out = [line for line in lines if line][: llm.n]
+        if not out or not all(out):
+            raise LLMError(f"{llm.url}: an empty {transform} reply for {text[:60]!r}")
+        return out
+
+    return _cached_queries(content_key("llm", llm.url, llm.model, prompt, transform), texts, cache_dir, ask)
+
+
+def _cached_queries(name: str, texts: list[str], cache_dir: str, make) -> list[list[str]]:
+    store = Path(cache_dir) / "queries" / name
+    store.mkdir(parents=True, exist_ok=True)
+    out = []
+    for text in texts:
+        entry = store / f"{content_key(text)}.json"
+        cached = _read_entry(entry)
+        if cached is None:
+            cached = make(text)
+            tmp = entry.with_suffix(".tmp")
+            tmp.write_text(json.dumps(cached))
+            tmp.replace(entry)
+        out.append(cached)
     return out
 
 

@@ -22,6 +22,7 @@ from sweep.config.load import (
 from sweep.config.schema import EvalConfig
 from sweep.data.select import load_dataset
 from sweep.errors import ConfigError
+from sweep.llm import reachable
 from sweep.outputs.run_view import flatten
 from sweep.tuning.holdout import Holdout, plan_holdout
 from sweep.tuning.search import SearchConfig, parse_search
@@ -129,7 +130,37 @@ def load_sweep_config(path: str | Path, overrides: list[str] = ()) -> SweepConfi
     check_space(search, config.baseline_params(), problem, file)
     check_objectives(search, base.retrieval.top_k, base.evaluation.ks, file)
     check_cache_dir(base)
+    check_llm_endpoint(config, file)
     return config
 
 
-__all__ = ["SweepConfig", "load_sweep_config"]
+LLM_TRANSFORMS = {"hyde", "llm_multi_query"}
+
+
+def check_llm_endpoint(config: SweepConfig, file: str) -> None:
+    """A sweep that would ask an LLM refuses to start when the endpoint is not there: otherwise its
+    trials would fail one by one through the night."""
+    choice = config.search.space.get("retrieval.query.transform")
+    used = LLM_TRANSFORMS & (
+        {config.base.retrieval.query.transform} | set(choice.categorical or [] if choice else [])
+    )
+    if not used:
+        return
+    llm = config.base.retrieval.query.llm
+    if llm is None:
+        raise ConfigError(
+            file,
+            "retrieval.query.llm",
+            f"{', '.join(sorted(used))} need an endpoint",
+            ["add llm: {url: ..., model: ...}"],
+        )
+    if (why := reachable(llm.url)) is not None:
+        raise ConfigError(
+            file,
+            "retrieval.query.llm.url",
+            f"{llm.url} cannot be reached ({why}), and the sweep would ask it ({', '.join(sorted(used))})",
+            ["start the server, or leave those transforms out of the search"],
+        )
+
+
+__all__ = ["LLM_TRANSFORMS", "SweepConfig", "check_llm_endpoint", "load_sweep_config"]
