@@ -8,6 +8,8 @@ the line of the first bad byte, not a traceback or a silently skipped line.
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 from sweep.errors import DataError, Problem
@@ -52,3 +54,30 @@ def numbered_lines(path: str | Path):
     for n, line in enumerate(read_text(path).split("\n"), start=1):  # not splitlines(): JSON may hold U+2028
         if line.strip():
             yield n, line.removesuffix("\r")
+
+
+def write_whole(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) so that ``path`` holds the whole new text or the old one, never half:
+    a uniquely named temporary file beside it, synced, then renamed over it.
+
+    Args:
+        path: the file to (re)write.
+        text: its new content.
+
+    Returns:
+        The path.
+
+    Example:
+        >>> write_whole("labels/docs/pool.json", "{}")  # doctest: +SKIP
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed write leaves no stray file
+    return path

@@ -8,7 +8,6 @@ Point ``dataset.questions`` at that ``questions.jsonl`` to sweep over the judged
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from sweep.labeling.store import JudgmentStore
 from sweep.logs import logger
 from sweep.pipeline.runner import Pipeline
 from sweep.serving.retriever import Retriever
+from sweep.textfile import write_whole
 
 
 def open_session(
@@ -153,9 +153,7 @@ def _write_pools(path: Path, pools: dict[str, list[Passage]]) -> None:
         ]
         for qid, passages in pools.items()
     }
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    write_whole(path, json.dumps(data, ensure_ascii=False))
 
 
 __all__ = ["open_session"]

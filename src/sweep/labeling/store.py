@@ -19,6 +19,7 @@ from typing import Any
 
 from sweep.data.model import Document, Question
 from sweep.errors import DataError, Problem
+from sweep.textfile import write_whole
 
 
 @dataclass
@@ -219,13 +220,7 @@ class JudgmentStore:
 
     @staticmethod
     def _write_lines(path: Path, lines: list[str]) -> None:
-        """The whole file or the old one, never half: a temporary file renamed over it."""
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write("".join(line + "\n" for line in lines))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_whole(path, "".join(line + "\n" for line in lines))
 
 
 def _document_line(d: Document) -> str:

@@ -32,6 +32,7 @@ import numpy as np
 from sweep.cache import content_key
 from sweep.plugins import load_plugin
 from sweep.retrieval.results import StageResult
+from sweep.textfile import write_whole
 
 log = logging.getLogger(__name__)
 ALLOWED_TERM = re.compile(r"^[a-z0-9]{2,}$")  # Anserini keeps terms of 2+ letters/digits, not only digits
@@ -136,9 +137,7 @@ def _cached_queries(name: str, texts: list[str], cache_dir: str, make) -> list[l
         cached = _read_entry(entry)
         if cached is None:
             cached = make(text)
-            tmp = entry.with_suffix(".tmp")
-            tmp.write_text(json.dumps(cached))
-            tmp.replace(entry)
+            write_whole(entry, json.dumps(cached))
         out.append(cached)
     return out
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import optuna
 
 from sweep.outputs.plots import recall_plot_png, study_plots
+from sweep.textfile import write_whole
 from sweep.tuning.trials import best_trial
 
 STYLE = """
@@ -187,10 +188,7 @@ def build_report(study: optuna.Study, plots: dict[str, bytes] | None = None) -> 
 def write_report(study: optuna.Study, path: Path, plots: dict[str, bytes] | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(build_report(study, plots), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_whole(path, build_report(study, plots))
 
 
 def report_study(
