@@ -99,7 +99,7 @@ def sparse_gains(
     """
     n_q = labels.n_questions
     position, item = _first_hits(
-        labels.pair_key, labels.pair_item, rows, cols, chunks, labels.n_chunks, depth
+        *_matches(labels.pair_key, labels.pair_item, rows, cols, chunks, labels.n_chunks, depth)
     )
     grade = labels.item_grade[item].astype(np.float64)
     relevant = (grade >= labels.threshold).astype(np.int64)
@@ -123,20 +123,41 @@ def sparse_gains(
     )
 
 
-def _first_hits(sorted_key, sorted_item, rows, cols, chunks, n_chunks: int, depth: int):
-    """(position, item) of each item's first hit among the entries: position = row * depth + col."""
-    keys = rows.astype(np.int64) * n_chunks + chunks
-    lo = np.searchsorted(sorted_key, keys, side="left")
+def find_sorted(sorted_key: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which ``keys`` occur in ``sorted_key`` (a mask), and the position of each one's first match.
+
+    Args:
+        sorted_key: int64 keys, sorted.
+        keys: int64 keys to look up.
+
+    Returns:
+        ``(found, at)``: ``sorted_key[at[i]] == keys[i]`` where ``found[i]``.
+
+    Example:
+        >>> find_sorted(np.array([2, 5, 5, 9]), np.array([5, 3, 9]))
+        (array([ True, False,  True]), array([1, 1, 3]))
+    """
+    at = np.searchsorted(sorted_key, keys, side="left")
     found = np.zeros(len(keys), dtype=bool)
-    inside = lo < len(sorted_key)
-    found[inside] = sorted_key[lo[inside]] == keys[inside]
+    inside = at < len(sorted_key)
+    found[inside] = sorted_key[at[inside]] == keys[inside]
+    return found, at
+
+
+def _matches(sorted_key, sorted_item, rows, cols, chunks, n_chunks: int, depth: int):
+    """Every (position, item) pair an entry hits: position = row * depth + col."""
+    keys = rows.astype(np.int64) * n_chunks + chunks
+    found, lo = find_sorted(sorted_key, keys)
     rows, cols, keys, lo = rows[found], cols[found], keys[found], lo[found]
     counts = np.searchsorted(sorted_key, keys, side="right") - lo
     position = np.repeat(rows.astype(np.int64) * depth + cols, counts)
     offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    item = sorted_item[np.repeat(lo, counts) + offsets]
-    # positions increase with rank inside a question, so the first occurrence
-    # of each item in (item, position) order is its first hit
+    return position, sorted_item[np.repeat(lo, counts) + offsets]
+
+
+def _first_hits(position: np.ndarray, item: np.ndarray):
+    """Each item's first hit: positions increase with rank inside a question, so the first occurrence
+    of each item in (item, position) order is its first hit."""
     order = np.lexsort((position, item))
     item, position = item[order], position[order]
     first = np.ones(len(item), dtype=bool)
@@ -145,13 +166,11 @@ def _first_hits(sorted_key, sorted_item, rows, cols, chunks, n_chunks: int, dept
 
 
 def _judged_ranks(labels: Labels, rows, cols, chunks, depth: int) -> JudgedRanks:
-    keys = rows.astype(np.int64) * labels.n_chunks + chunks
-    at = np.minimum(np.searchsorted(labels.judged_key, keys), max(len(labels.judged_key) - 1, 0))
-    hit = labels.judged_key[at] == keys if len(labels.judged_key) else np.zeros(len(keys), bool)
-    judged = np.unique(rows[hit].astype(np.int64) * depth + cols[hit])
-    position, item = _first_hits(
+    position, item = _matches(
         labels.judged_key, labels.judged_item, rows, cols, chunks, labels.n_chunks, depth
     )
+    judged = np.unique(position)
+    position, item = _first_hits(position, item)
     nonrel = np.sort(position[~labels.judged_relevant[item]])
     return JudgedRanks(judged // depth, judged % depth, nonrel, labels.n_nonrelevant())
 

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from sweep.errors import DataError, Problem
 from sweep.labels import Labels, document_labels
 from sweep.metrics.evaluate import Scores, evaluate_entries
+from sweep.metrics.gains import find_sorted
 from sweep.metrics.runfiles import TrecQrels, TrecRun, qrels_columns, run_columns
 
 QrelsInput = Mapping[str, Mapping[str, int]] | str | Path
@@ -51,24 +52,24 @@ class _Judged:
         self.rows = dict(zip(self.question_ids, range(len(self.question_ids))))
         row_of = np.where(kept, np.cumsum(kept) - 1, -1)
         is_item = kept[code] & (grade >= 0)  # grade 0: judged, not relevant; below 0: not judged (trec_eval)
-        docs = pc.dictionary_encode(docid.filter(pa.array(is_item)))
+        self.item_docid = docid.filter(pa.array(is_item))
+        docs = pc.dictionary_encode(self.item_docid)
         self.doc_names = docs.dictionary  # judged document -> index; the next index is "not judged"
         self.item = (row_of[code[is_item]], docs.indices.to_numpy().astype(np.int64), grade[is_item])
-        self.item_docid = docs.dictionary.take(docs.indices)
         self.threshold = threshold
         keys = self.item[0] * (len(self.doc_names) + 1) + self.item[1]
         self._order = np.argsort(keys, kind="stable")
         self._keys = keys[self._order]
 
-    def find(self, qid: pa.Array, docid: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-        """Run entries that are items: their positions and item numbers (one hash lookup per column)."""
+    def find(self, qid: pa.Array, docid: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every run entry's question row (-1: none), and the entries that are items with their item
+        numbers (one hash lookup per column)."""
         row = pc.fill_null(pc.index_in(qid, value_set=pa.array(self.question_ids, pa.string())), -1)
         doc = pc.fill_null(pc.index_in(docid, value_set=self.doc_names), -1)
         row, doc = row.to_numpy().astype(np.int64), doc.to_numpy().astype(np.int64)
         candidate = np.flatnonzero((row >= 0) & (doc >= 0))
         key = row[candidate] * (len(self.doc_names) + 1) + doc[candidate]
-        at = np.minimum(np.searchsorted(self._keys, key), max(len(self._keys) - 1, 0))
-        found = self._keys[at] == key if len(self._keys) else np.zeros(len(key), bool)
+        found, at = find_sorted(self._keys, key)
         return row, candidate[found], self._order[at[found]]
 
     def run_only(self, qids) -> list[str]:
