@@ -260,3 +260,43 @@ def write_scifact_slice(
         )
     )
     return folder
+
+
+def start_chat_server(answer):
+    """A local server speaking OpenAI's chat-completions protocol: ``answer(body)`` gives the reply
+    content (a string), or ``(status, bytes)`` for an error. Returns (API base URL, the requests
+    seen, a function that stops it)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+            content = answer(body)
+            if isinstance(content, tuple):
+                status, data = content
+            else:
+                status = 200
+                data = json.dumps(
+                    {"choices": [{"message": {"role": "assistant", "content": content}}]}
+                ).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+
+    return f"http://127.0.0.1:{server.server_address[1]}/v1", seen, stop

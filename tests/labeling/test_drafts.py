@@ -4,12 +4,11 @@ local server that speaks the protocol (no model, no claim about quality)."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from test_label_page import api
 
+from conftest import start_chat_server
 from sweep.data.model import Document
 from sweep.errors import DataError
 from sweep.labeling.drafts import PROMPT, DraftClient, DraftError
@@ -19,51 +18,31 @@ from sweep.labeling.store import JudgmentStore
 PASSAGE = "Run the installer, then restart the shell. The installer needs admin rights."
 
 
+def draft_reply(body: dict):
+    """Answers by what the passage says."""
+    passage = body["messages"][-1]["content"]
+    if "boom" in passage:
+        return 500, b"model overloaded"
+    if "paraphrase" in passage:
+        return '{"question": "Why?", "quote": "words that are not there"}'
+    if "prose" in passage:
+        return (
+            "Sure! Here it is:\n```json\n"
+            + json.dumps({"question": "What is prose?", "quote": "prose"})
+            + "\n```"
+        )
+    if "garbage" in passage:
+        return "I cannot help with that."
+    return json.dumps({"question": "What do I do after installing?", "quote": "restart the shell"})
+
+
 @pytest.fixture
 def chat(monkeypatch):
-    """A fake endpoint: answers by what the passage says; records each request it got."""
-    seen: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-            passage = body["messages"][-1]["content"]
-            if "boom" in passage:
-                self.send_response(500)
-                self.end_headers()
-                self.wfile.write(b"model overloaded")
-                return
-            if "paraphrase" in passage:
-                content = '{"question": "Why?", "quote": "words that are not there"}'
-            elif "prose" in passage:
-                content = (
-                    "Sure! Here it is:\n```json\n"
-                    + json.dumps({"question": "What is prose?", "quote": "prose"})
-                    + "\n```"
-                )
-            elif "garbage" in passage:
-                content = "I cannot help with that."
-            else:
-                content = json.dumps(
-                    {"question": "What do I do after installing?", "quote": "restart the shell"}
-                )
-            reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    """A fake endpoint (see draft_reply); records each request it got."""
+    url, seen, stop = start_chat_server(draft_reply)
     monkeypatch.setenv("TEST_LLM_KEY", "sk-test")
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    server.shutdown()
-    server.server_close()
+    yield url, seen
+    stop()
 
 
 def test_the_request_is_chat_completions_and_the_quote_is_located(chat):

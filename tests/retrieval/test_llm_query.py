@@ -4,13 +4,11 @@ format, caching and refusal only; no model, no claim about quality)."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 
-from conftest import QUESTIONS, TOPICS
+from conftest import QUESTIONS, TOPICS, start_chat_server
 from sweep.config.load import load_config
 from sweep.errors import ConfigError
 from sweep.pipeline.runner import Pipeline
@@ -20,36 +18,21 @@ from sweep.tuning.sweep_config import load_sweep_config
 TARGET = {text: doc for _, text, doc in QUESTIONS}
 
 
+def llm_reply(body: dict) -> str:
+    """HyDE: the target document's own text as the 'answer'; multi-query: numbered rewrites."""
+    system, question = body["messages"][0]["content"], body["messages"][1]["content"]
+    if system == HYDE_PROMPT:
+        return TOPICS[TARGET[question]]
+    words = TOPICS[TARGET[question]].split()
+    return f"1. {' '.join(words[:4])}\n2) {' '.join(words[4:8])}\n- {question}"
+
+
 @pytest.fixture
 def llm_server(monkeypatch):
-    """HyDE: the target document's own text as the 'answer'; multi-query: numbered rewrites."""
-    seen: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-            system, question = body["messages"][0]["content"], body["messages"][1]["content"]
-            if system == HYDE_PROMPT:
-                content = TOPICS[TARGET[question]]
-            else:
-                words = TOPICS[TARGET[question]].split()
-                content = f"1. {' '.join(words[:4])}\n2) {' '.join(words[4:8])}\n- {question}"
-            reply = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url, seen, stop = start_chat_server(llm_reply)
     monkeypatch.setenv("TEST_LLM_KEY", "sk-test")
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    server.shutdown()
-    server.server_close()
+    yield url, seen
+    stop()
 
 
 def llm_overrides(url: str, transform: str, mode: str) -> list[str]:
