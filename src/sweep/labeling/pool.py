@@ -66,20 +66,20 @@ def merge_overlapping(hits: Sequence[tuple[str, Hit]]) -> list[Passage]:
     Example:
         >>> merge_overlapping([("bm25", hit_a), ("dense", hit_b)])  # doctest: +SKIP
     """
-    by_doc: dict[str, list[tuple[int, int, str]]] = {}
-    for name, hit in hits:
-        by_doc.setdefault(hit.doc_id, []).append((hit.start, hit.end, name))
-    out = []
-    for doc_id, spans in by_doc.items():
-        spans.sort()
-        start, end, names = spans[0][0], spans[0][1], {spans[0][2]}
-        for s, e, name in spans[1:]:
-            if s < end:  # overlaps the passage so far
-                end, names = max(end, e), names | {name}
-            else:
-                out.append(Passage(doc_id, start, end, tuple(sorted(names))))
-                start, end, names = s, e, {name}
-        out.append(Passage(doc_id, start, end, tuple(sorted(names))))
+    return _union([Passage(hit.doc_id, hit.start, hit.end, (name,)) for name, hit in hits])
+
+
+def _union(passages: list[Passage]) -> list[Passage]:
+    """Overlapping passages of one document merged into one over their union, sources joined."""
+    out: list[Passage] = []
+    for p in sorted(passages, key=lambda p: (p.doc_id, p.start, p.end)):
+        last = out[-1] if out else None
+        if last is not None and last.doc_id == p.doc_id and p.start < last.end:  # overlaps it
+            out[-1] = Passage(
+                p.doc_id, last.start, max(last.end, p.end), tuple(sorted(set(last.sources) | set(p.sources)))
+            )
+        else:
+            out.append(p)
     return out
 
 
@@ -99,17 +99,7 @@ def extend_pool(question_id: str, pool: list[Passage], more: list[Passage], seed
         >>> extend_pool("q1", [Passage("a", 0, 10, ("bm25",))], [Passage("a", 5, 20, ("best",))])  # doctest: +SKIP
         [Passage(doc_id='a', start=0, end=20, sources=('best', 'bm25'))]
     """
-    spans = sorted(pool + more, key=lambda p: (p.doc_id, p.start, p.end))
-    out: list[Passage] = []
-    for p in spans:
-        last = out[-1] if out else None
-        if last is not None and last.doc_id == p.doc_id and p.start < last.end:
-            out[-1] = Passage(
-                p.doc_id, last.start, max(last.end, p.end), tuple(sorted(set(last.sources) | set(p.sources)))
-            )
-        else:
-            out.append(p)
-    return blind_order(question_id, out, seed)
+    return blind_order(question_id, _union(pool + more), seed)
 
 
 def blind_order(question_id: str, passages: list[Passage], seed: int = 0) -> list[Passage]:
