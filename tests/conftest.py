@@ -81,6 +81,16 @@ QUESTIONS = [
 ]
 
 
+def write_native_set(folder: Path, docs: list[dict], questions: list[dict], config: dict) -> Path:
+    """A native-format eval set (corpus.jsonl, questions.jsonl) in ``folder``, and ``config`` as c.yaml in
+    the folder above it (so ``dataset.path`` is the folder's name). Returns the config's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs))
+    (folder / "questions.jsonl").write_text("\n".join(json.dumps(q) for q in questions))
+    (folder.parent / "c.yaml").write_text(yaml.safe_dump(config))
+    return folder.parent / "c.yaml"
+
+
 @pytest.fixture()
 def fixture_config(tmp_path: Path) -> Path:
     return write_fixture_config(tmp_path)

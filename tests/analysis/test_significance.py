@@ -62,6 +62,25 @@ def test_bootstrap_interval_matches_normal_theory_for_a_large_sample():
     assert hi == pytest.approx(x.mean() + half, abs=0.15 * half)
 
 
+def test_resampling_in_blocks_gives_the_values_of_one_whole_draw(monkeypatch):
+    """The reference is the one-shot formula (a resamples x questions matrix at once); blocks of a
+    few rows, with an odd number of questions, must reproduce its stream and so its values exactly."""
+    import sweep.analysis.significance as significance
+
+    monkeypatch.setattr(significance, "BLOCK_VALUES", 4 * 1001 + 17)  # 4-row blocks, the last one short
+    a = np.zeros(1001)
+    b = d = np.random.default_rng(1).normal(0.01, 0.3, 1001)  # p near 0.3: the draws decide it
+    rng = np.random.default_rng(5)
+    means = d[rng.integers(0, len(d), size=(999, len(d)))].mean(axis=1)
+    assert bootstrap_ci(d, n_resamples=999, seed=5) == tuple(np.quantile(means, [0.025, 0.975]))
+    rng = np.random.default_rng(5)
+    signs = rng.integers(0, 2, size=(999, len(d)), dtype=np.int8) * 2 - 1
+    extreme = np.count_nonzero(np.abs((signs * d).mean(axis=1)) >= abs(d.mean()) - 1e-12)
+    assert 100 < extreme < 900
+    assert paired_randomization(a, b, n_resamples=999, seed=5) == (extreme + 1) / 1000
+    assert significance._block_rows(1001) == 4
+
+
 def test_holm_by_hand():
     # sorted 0.01, 0.03, 0.04, 0.2 -> x4, x3, x2, x1 = 0.04, 0.09, 0.08 -> 0.09 (monotone), 0.2
     assert holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])

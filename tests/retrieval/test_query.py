@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import write_native_set
 from sweep.config.load import load_config
 from sweep.config.schema import BM25Config, PRFConfig, RM3Config
 from sweep.errors import ConfigError, SweepError
@@ -98,8 +98,6 @@ def test_rrf_over_a_questions_queries_by_hand():
 
 @pytest.fixture()
 def rewrites_set(tmp_path: Path) -> Path:
-    data = tmp_path / "data"
-    data.mkdir()
     docs = [
         {"id": "lists", "text": "lists change after creation"},
         {"id": "tuples", "text": "tuples stay fixed"},
@@ -120,16 +118,13 @@ def rewrites_set(tmp_path: Path) -> Path:
         },
         {"id": "q3", "text": "keys to values", "evidence": [{"doc_id": "dicts", "grade": 1}]},
     ]
-    (data / "corpus.jsonl").write_text("\n".join(map(json.dumps, docs)))
-    (data / "questions.jsonl").write_text("\n".join(map(json.dumps, questions)))
     config = {
         "dataset": {"loader": "native", "path": "data"},
         "retrieval": {"mode": "bm25", "candidates": 3, "top_k": 3, "bm25": {"stemming": "none"}},
         "evaluation": {"ks": [1, 3]},
         "cache_dir": str(tmp_path / "cache"),
     }
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    return tmp_path / "c.yaml"
+    return write_native_set(tmp_path / "data", docs, questions, config)
 
 
 def test_multi_query_retrieves_each_rewrite_and_fuses(rewrites_set):

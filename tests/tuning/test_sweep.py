@@ -11,6 +11,7 @@ from sweep.config.load import load_config
 from sweep.errors import ConfigError
 from sweep.pipeline.runner import Pipeline
 from sweep.tuning.sweep import Sweep, run_sweep
+from sweep.tuning.trials import best_trial
 
 
 def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
@@ -45,7 +46,15 @@ def test_sweep_logs_every_trial_and_resumes(fixture_config, tmp_path):
     assert one.data.metrics["dense_truncated_share"] == 0.0  # hybrid: the dense model read every chunk whole
     assert one.data.params["retrieval.mode"] == "hybrid" and "retrieval.fusion.method" in one.data.params
     artifacts = {a.path for a in client.list_artifacts(one.info.run_id)}
-    assert {"config.yaml", "scores.json", "recall_at_k.png", "diagnosis.txt"} <= artifacts
+    assert {"config.yaml", "scores.json", "run.trec", "diagnosis.txt"} <= artifacts
+    # a figure is drawn for the runs people open, the best trial and the baseline, not for every trial
+    with_plot = {
+        int(c.data.tags["sweep.trial"])
+        for c in children
+        if "recall_at_k.png" in {a.path for a in client.list_artifacts(c.info.run_id)}
+    }
+    baseline_trial = next(t.number for t in complete if t.user_attrs.get("baseline"))
+    assert with_plot == {baseline_trial, best_trial(study).number}
     assert exp.artifact_location == (runs / "mlartifacts").resolve().as_uri()  # beside the store
     parent_artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"best_config.yaml", "optimization_history.png"} <= parent_artifacts

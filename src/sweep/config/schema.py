@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -168,6 +168,17 @@ class QueryConfig(Strict):
         return self
 
 
+class ExpandConfig(Strict):
+    """Small-to-big: retrieve small chunks, serve the larger parent each lies in (scored as served)."""
+
+    to: Literal["none", "parent"] = "none"
+    strategy: Literal["fixed", "recursive", "sentence", "markdown", "document"] = Field(
+        "recursive", description="how parents are cut: markdown = sections, document = the whole document"
+    )
+    size: int = Field(800, ge=1, le=10_000_000, description="units per parent (sentence: sentences)")
+    unit: Literal["chars", "tokens"] | None = Field(None, description="None: the chunking's unit")
+
+
 class RetrievalConfig(Strict):
     mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
     candidates: int = Field(100, ge=1, le=100_000, description="results each first-stage retriever passes on")
@@ -177,6 +188,12 @@ class RetrievalConfig(Strict):
     fusion: FusionConfig = FusionConfig()
     rerank: RerankConfig = RerankConfig()
     query: QueryConfig = QueryConfig()
+    expand: ExpandConfig = ExpandConfig()
+
+    @field_validator("expand", mode="before")
+    @classmethod
+    def _expand_shorthand(cls, value):
+        return {"to": value} if isinstance(value, str) else value  # `expand: parent`
 
 
 class EvaluationConfig(Strict):
@@ -195,3 +212,18 @@ class EvalConfig(Strict):
     evaluation: EvaluationConfig = EvaluationConfig()
     cache_dir: str = ".cache/rag-sweep"
     source: str = Field("", exclude=True, description="the file it came from, for messages")
+
+    @model_validator(mode="after")
+    def _parents_larger(self):
+        e, c = self.retrieval.expand, self.chunking
+        if e.to == "none":
+            return self
+        if c.strategy == "document":
+            raise ValueError("retrieval.expand: parent needs chunks smaller than documents (set chunking)")
+        comparable = {c.strategy, e.strategy}.isdisjoint({"sentence", "document"})
+        if comparable and (e.unit or c.unit) == c.unit and e.size <= c.size:
+            raise ValueError(
+                f"retrieval.expand.size ({e.size}) must be larger than chunking.size ({c.size}): "
+                "parents hold their chunks"
+            )
+        return self

@@ -101,7 +101,7 @@ def open_session(
     rng = random.Random(0)
 
     def sample(count: int) -> list[tuple[str, int, int]]:
-        chunks, docs = pipeline.prepare(base).chunks, eval_set.documents
+        chunks, docs = pipeline.prepare(base).served[0], eval_set.documents
         picks = rng.sample(range(len(chunks)), min(count, len(chunks)))
         return [(docs[int(chunks.doc[i])].id, int(chunks.start[i]), int(chunks.end[i])) for i in picks]
 

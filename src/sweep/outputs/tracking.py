@@ -214,9 +214,7 @@ class Tracker:
             if result is not None
             else []
         )
-        self.log_batches(
-            rid, metrics, logged_params, tags
-        )  # counters are tags: they are not results to chart
+        self.log_batches(rid, metrics, logged_params, tags)  # counters are tags: not results to chart
         if result is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 tmp = Path(tmp)
@@ -225,9 +223,6 @@ class Tracker:
                 write_run(
                     tmp / "run.trec", result.ranking(), tag=f"trial-{number}"
                 )  # trec_eval-ready ranking
-                (tmp / "recall_at_k.png").write_bytes(
-                    recall_plot_png({f"trial {number}": result.recall_curve})
-                )
                 (tmp / "diagnosis.txt").write_text(
                     describe(
                         diagnose(result.recall_curve, result.scores.mean(), result.config.retrieval.top_k)
@@ -237,20 +232,33 @@ class Tracker:
                 self.client.log_artifacts(rid, str(tmp))
 
     def log_batches(self, rid: str, metrics: list[Metric], params: list[Param] = (), tags: list = ()) -> None:
-        """MLflow takes at most 1,000 metrics and 100 parameters or tags per call."""
-        params, tags = list(params), list(tags)
-        for start in range(0, len(params), 100):
-            self.client.log_batch(rid, params=params[start : start + 100])
-        for start in range(0, len(tags), 100):
-            self.client.log_batch(rid, tags=tags[start : start + 100])
-        for start in range(0, len(metrics), 1000):
-            self.client.log_batch(rid, metrics=metrics[start : start + 1000])
+        """As few ``log_batch`` calls as MLflow's limits allow (each call is a round trip and a commit):
+        per call at most 1,000 metrics, 100 parameters, 100 tags, and 1,000 entries in all."""
+        metrics, params, tags = list(metrics), list(params), list(tags)
+        while metrics or params or tags:
+            p, t = params[:100], tags[:100]
+            m = metrics[: 1000 - len(p) - len(t)]
+            self.client.log_batch(rid, metrics=m, params=p, tags=t)
+            metrics, params, tags = metrics[len(m) :], params[len(p) :], tags[len(t) :]
+
+    def log_recall_plot(self, rid: str, label: str) -> None:
+        """``recall_at_k.png`` of one trial's run, drawn from the ``recall_curve`` metric it logged.
+
+        Drawn only for the runs a person opens (the best trial and the baseline, at the end of a sweep):
+        a figure per trial cost more than the trial's evaluation.
+        """
+        history = sorted(self.client.get_metric_history(rid, "recall_curve"), key=lambda m: m.step)
+        if not history:
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "recall_at_k.png"
+            path.write_bytes(recall_plot_png({label: [m.value for m in history]}))
+            self.client.log_artifact(rid, str(path))
 
     def end_trial(self, rid: str, state: str, reason: str | None = None) -> None:
         """complete → FINISHED; failed → FAILED; pruned and killed → KILLED; the sweep.state tag says which."""
-        self.client.set_tag(rid, "sweep.state", state)
-        if reason:
-            self.client.set_tag(rid, "sweep.error", reason[:5000])
+        tags = [RunTag("sweep.state", state)] + ([RunTag("sweep.error", reason[:5000])] if reason else [])
+        self.log_batches(rid, [], [], tags)
         self.client.set_terminated(rid, {"complete": "FINISHED", "failed": "FAILED"}.get(state, "KILLED"))
 
     def children(self, parent_id: str) -> list:

@@ -8,11 +8,21 @@ import numpy as np
 
 from sweep.cache import content_key
 from sweep.chunking import ChunkingConfig, ChunkSet, chunk_corpus
+from sweep.chunking.parents import parent_of
 from sweep.config.schema import EvalConfig
 from sweep.data import EvalSet
 from sweep.labels import HitRule, Labels, resolve_labels
 
 TRUNCATION_WARN = 0.05  # a share of truncated chunks worth a warning
+
+
+@dataclass
+class Parents:
+    """Small-to-big: the chunks served in place of the retrieved ones, and the labels resolved on them."""
+
+    chunks: ChunkSet
+    labels: Labels
+    of: np.ndarray  # the parent index of every retrieved chunk
 
 
 @dataclass
@@ -30,6 +40,14 @@ class Prepared:
     key: str
     inputs_key: str | None = None
     rewrites: list[list[str]] = field(default_factory=list)  # per answerable question, for multi_query
+    parents: Parents | None = None  # retrieval.expand: parent
+
+    @property
+    def served(self) -> tuple[ChunkSet, Labels]:
+        """The chunks an application receives and the labels that score them (parents when expanded)."""
+        if self.parents is None:
+            return self.chunks, self.labels
+        return self.parents.chunks, self.parents.labels
 
     def subset(self, rows: np.ndarray) -> "Prepared":
         """The same chunks with only questions ``rows`` (sorted label indices): one batch of a pruned trial."""
@@ -46,6 +64,7 @@ class Prepared:
             content_key(self.key, rows.tobytes()),
             None,
             [self.rewrites[i] for i in rows],
+            self.parents and Parents(self.parents.chunks, self.parents.labels.subset(rows), self.parents.of),
         )
 
 
@@ -79,6 +98,15 @@ def build_prepared(
                 ok = np.array([docs[d].metadata.get(k) == v for d in range(len(docs))], dtype=bool)
                 allowed[i] &= ok[chunks.doc]
     has_spans = any(e.start is not None for q in answerable for e in q.evidence)
+    parents = None
+    if (e := config.retrieval.expand).to == "parent":
+        cut = ChunkingConfig(e.strategy, e.size, 0, e.unit or chunking.unit, chunking.tokenizer)
+        whole_parents = chunk_corpus(eval_set, cut)
+        parents = Parents(
+            whole_parents,
+            resolve_labels(eval_set, whole_parents, rule, threshold),
+            parent_of(chunks, whole_parents),
+        )
     prepared = Prepared(
         eval_set,
         chunks,
@@ -91,6 +119,7 @@ def build_prepared(
         key,
         None,
         [list(q.metadata.get("rewrites", [])) for q in answerable],
+        parents,
     )
     return prepared
 
@@ -100,7 +129,8 @@ def trial_warnings(p: Prepared, config: EvalConfig, share: float | None) -> list
     out = []
     if share is not None and share >= TRUNCATION_WARN:
         c, k = config.retrieval.dense, config.chunking
-        chunks = "whole documents" if k.strategy == "document" else f"{k.strategy}, size {k.size} {k.unit}"
+        unit = "sentences" if k.strategy == "sentence" else k.unit  # a sentence window counts sentences
+        chunks = "whole documents" if k.strategy == "document" else f"{k.strategy}, size {k.size} {unit}"
         out.append(
             f"{share:.0%} of the chunks ({chunks}) are longer "
             f"than {c.model}'s max_seq_length and are truncated when embedded: dense scores ignore their "
@@ -114,4 +144,4 @@ def trial_warnings(p: Prepared, config: EvalConfig, share: float | None) -> list
     return out
 
 
-__all__ = ["Prepared", "TRUNCATION_WARN", "build_prepared", "trial_warnings"]
+__all__ = ["Parents", "Prepared", "TRUNCATION_WARN", "build_prepared", "trial_warnings"]

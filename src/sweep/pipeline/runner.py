@@ -29,6 +29,7 @@ from sweep.pipeline.result import EvalResult, document_run
 from sweep.retrieval import Encoder, Reranker, StageResult, fuse
 from sweep.retrieval.bm25 import BM25Index
 from sweep.retrieval.dense import DenseIndex, truncated_share
+from sweep.retrieval.expand import expand_to_parents
 from sweep.retrieval.query import llm_queries, rocchio, rrf_by_owner, stage_queries
 
 
@@ -61,7 +62,8 @@ class Pipeline:
     def prepare(self, config: EvalConfig) -> Prepared:
         ds_key = config.dataset.model_dump_json()
         chunking = ChunkingConfig(**config.chunking.model_dump())
-        key = content_key(ds_key, chunking.key(), config.evaluation.hit_min_overlap)
+        expand = config.retrieval.expand.model_dump_json()
+        key = content_key(ds_key, chunking.key(), config.evaluation.hit_min_overlap, expand)
         if key in self._prepared:
             return self._prepared[key]
         if ds_key not in self._datasets:
@@ -205,6 +207,8 @@ class Pipeline:
             first = reranker.rerank(p.queries, p.index_texts, first)
             self.counters["rerank_pairs_scored"] += reranker.scored - before
             timings["rerank"] = self._cost["rerank"] = time.perf_counter() - t
+        if p.parents is not None:  # small-to-big: what is served, and scored, is each hit's parent
+            first = expand_to_parents(first, p.parents.of)
         return first  # the whole ranking: run() cuts it at top_k, the recall curve reads all of it
 
     # -- the whole thing ---------------------------------------------------------
@@ -243,21 +247,20 @@ class Pipeline:
         )
         names = standard_metrics(ks)
         names += [m for m in extra_metrics if m not in names]
-        chunk_scores = evaluate(run.ids, p.labels, names)
+        chunks, labels = p.served  # small-to-big scores the parents it serves
+        chunk_scores = evaluate(run.ids, labels, names)
         if p.has_spans:
             for n in config.evaluation.span_metrics_at:
-                chunk_scores.values.update(span_metrics(run.ids, p.labels, p.chunks, n))
-        doc_run = document_run(run.ids, p.chunks.doc, len(p.eval_set.documents))
+                chunk_scores.values.update(span_metrics(run.ids, labels, chunks, n))
+        doc_run = document_run(run.ids, chunks.doc, len(p.eval_set.documents))
         doc_scores = evaluate(doc_run, p.doc_labels, names)
-        texts = dict(zip(p.labels.question_ids, p.queries))
+        texts = dict(zip(labels.question_ids, p.queries))
         for s in (chunk_scores, doc_scores):
             s.texts = texts
         if config.evaluation.view == "document":
-            curve = recall_curve(
-                document_run(deep.ids, p.chunks.doc, len(p.eval_set.documents)), p.doc_labels
-            )
+            curve = recall_curve(document_run(deep.ids, chunks.doc, len(p.eval_set.documents)), p.doc_labels)
         else:
-            curve = recall_curve(deep.ids, p.labels)
+            curve = recall_curve(deep.ids, labels)
         timings["metrics"] = time.perf_counter() - t
         counters = {k: v - before.get(k, 0) for k, v in self._totals().items()}
         scores = doc_scores if config.evaluation.view == "document" else chunk_scores
@@ -276,7 +279,7 @@ class Pipeline:
             share,
             trial_warnings(p, config, share),
             list(p.eval_set.dropped),
-            p.chunks,
+            chunks,
             [d.id for d in p.eval_set.documents],
             p.has_spans,
         )

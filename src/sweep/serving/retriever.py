@@ -158,7 +158,7 @@ class Retriever:
         return self._filters[key]
 
     def _hits(self, ids: np.ndarray, scores: np.ndarray) -> list[Hit]:
-        chunks, docs = self._prepared.chunks, self.documents
+        chunks, docs = self._prepared.served[0], self.documents  # parents, with retrieval.expand
         by_document = self.config.evaluation.view == "document"
         hits, seen = [], set()
         for i, s in zip(ids.tolist(), scores.tolist()):

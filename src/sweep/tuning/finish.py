@@ -95,6 +95,9 @@ def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
     if verdict is not None:
         files["diagnosis.txt"] = describe_verdict(verdict) + "\n"
     sweep.guard.call(sweep.tracker.finish_parent, sweep.parent_id, summary, files)
+    for trial in {t.number: t for t in (best, baseline) if t is not None}.values():  # the runs people open
+        if run_id := trial.user_attrs.get("mlflow_run_id"):
+            sweep.guard.call(sweep.tracker.log_recall_plot, run_id, f"trial {trial.number}")
     pareto = [t.number for t in study.best_trials] if sweep.search.extra_objectives else [best.number]
     result = SweepResult(
         sweep.study_name,
@@ -113,7 +116,8 @@ def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
         sweep.view_key,
     )
     sweep.say(describe_sweep(result, sweep.search.objective))
-    nonrelevant = int(sweep.pipeline.prepare(sweep.config_for(best.params)).labels.n_nonrelevant().sum())
+    _, labels = sweep.pipeline.prepare(sweep.config_for(best.params)).served
+    nonrelevant = int(labels.n_nonrelevant().sum())
     if warning := judged_warning(best.user_attrs.get("means", {}), nonrelevant, sweep.search.objective):
         sweep.say(warning)
     if sweep.tracker.offline:
