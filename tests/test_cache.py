@@ -56,3 +56,77 @@ def test_corrupt_embedding_cache_is_recomputed_by_the_encoder(tmp_path):
     again = Encoder(DenseConfig(), str(tmp_path))
     second = again.encode(texts)
     assert again.stats.encoded == 2 and np.allclose(first, second, atol=1e-5)
+
+
+def _shared_store_case(tmp_path, holder_writes: bool):
+    """A row store asked for 600 rows while "another process" holds one shard's claim (a lock on its own
+    file descriptor, which flock treats like another process); returns what was computed and shown."""
+    import threading
+    import time
+
+    from sweep.cache import SHARD_ROWS
+    from sweep.locks import try_lock
+
+    keys = [text_key(f"text {i}") for i in range(600)]
+    n_shards = -(-len(keys) // SHARD_ROWS)
+    held = [k for k in keys if int.from_bytes(k[:4], "little") % n_shards == 0]
+    computed: list[bytes] = []
+
+    class Bar:
+        shown = 0
+        postfix = ""
+
+        def __init__(self, total):
+            assert total == len(keys)  # nothing on disk yet: all 600 are missing
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, n):
+            Bar.shown += n
+
+        def refresh(self):
+            pass
+
+        def set_postfix_str(self, text):
+            Bar.postfix = text
+
+    def compute(ks, bar):
+        computed.extend(ks)
+        bar.update(len(ks))
+        return np.array([[k[0]] for k in ks], dtype=np.float32)
+
+    out: dict = {}
+    claim = tmp_path / "rows" / "emb" / ".claims" / f"{n_shards}-0.lock"
+    with try_lock(claim) as mine:
+        assert mine
+        worker = threading.Thread(
+            target=lambda: out.update(RowStore(tmp_path, "emb").fetch_or_compute(keys, compute, Bar)[0])
+        )
+        worker.start()
+        time.sleep(1.0)  # the worker has done the free shards and waits on the held one
+        assert worker.is_alive() and len(computed) == len(keys) - len(held)
+        if holder_writes:
+            RowStore(tmp_path, "emb").put_many(held, np.full((len(held), 1), -1.0, dtype=np.float32))
+    worker.join(timeout=10)
+    return keys, held, computed, out, Bar
+
+
+def test_rows_another_process_computes_are_waited_for_shown_and_not_computed_again(tmp_path, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="sweep"):
+        keys, held, computed, out, bar = _shared_store_case(tmp_path, holder_writes=True)
+    assert not set(held) & set(computed) and len(computed) == len(keys) - len(held)
+    assert [out[k][0] for k in held] == [-1.0] * len(held)  # the other process's rows, as it wrote them
+    assert bar.shown == len(keys)  # its own rows and the landed ones, on one bar
+    assert "waiting" in bar.postfix and f"computing {len(held)} of these rows" in caplog.text
+
+
+def test_a_shard_whose_holder_died_is_computed_by_the_waiting_process(tmp_path):
+    keys, held, computed, out, bar = _shared_store_case(tmp_path, holder_writes=False)
+    assert sorted(computed) == sorted(keys)  # nothing landed: it took the shard over once the lock fell
+    assert [out[k][0] for k in keys] == [float(k[0]) for k in keys] and bar.shown == len(keys)

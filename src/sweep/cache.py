@@ -16,10 +16,12 @@ recomputed, never used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +29,25 @@ from pathlib import Path
 import numpy as np
 
 from sweep.errors import SweepError
-from sweep.locks import file_lock
+from sweep.locks import try_lock
 
 log = logging.getLogger(__name__)
 MAGIC = b"RAGSWEEP1\n"
+SHARD_ROWS = 256  # rows a process claims at a time: small enough to share, big enough for whole batches
+WAIT_POLL_S = 0.2
+
+
+class _NoBar:
+    """What ``fetch_or_compute`` calls on a progress bar (tqdm's names), when there is none."""
+
+    def update(self, n: int) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
 
 
 def content_key(*parts: object) -> str:
@@ -185,30 +202,79 @@ class RowStore:
         rows = [self._shards[p][i] for p, i in (self._index[k] for k, f in zip(keys, found) if f)]
         return found, np.stack(rows)
 
-    def lock(self):
-        """Held while computing rows: a second process waits, then finds them on disk instead of recomputing."""
-        return file_lock(self.dir / ".lock")
+    def fetch_or_compute(
+        self, keys: list[bytes], compute, progress=None
+    ) -> tuple[dict[bytes, np.ndarray], int]:
+        """Rows for distinct ``keys``: those on disk are read, the rest computed in shards that processes share.
 
-    def fetch_or_compute(self, keys: list[bytes], compute) -> tuple[dict[bytes, np.ndarray], int]:
-        """Rows for distinct ``keys``: those on disk are read; ``compute(missing keys)`` makes the rest, under
-        :meth:`lock`, after a second look, so two processes never compute the same row. Returns (rows by key,
-        how many were computed here)."""
+        The missing keys fall into shards by their hash, so every process asking for the same keys
+        sees the same shards. A process claims a free shard with a non-blocking file lock, looks
+        again, computes what is still missing and writes it; a shard another process holds is
+        skipped, then waited for once the free ones are done. A waiting process sees those shards
+        land on its progress bar, and takes over a shard whose holder died (the kernel drops its lock).
+
+        Args:
+            keys: distinct row keys.
+            compute: ``compute(keys, bar)`` returns their rows in order and may ``bar.update(n)``.
+            progress: ``progress(total)`` returns the bar (a tqdm context) for the missing rows.
+
+        Returns:
+            (rows by key, how many rows this process computed).
+
+        Example:
+            >>> store = RowStore("/tmp/rag-sweep-doc", "ones")
+            >>> rows, _ = store.fetch_or_compute([b"k" * 20], lambda ks, bar: np.ones((len(ks), 1)))
+            >>> rows[b"k" * 20].tolist()
+            [1.0]
+        """
         found, rows = self.get_many(keys)
         out = dict(zip([k for k, f in zip(keys, found) if f], rows if rows is not None else []))
         missing = [k for k, f in zip(keys, found) if not f]
         if not missing:
             return out, 0
-        with self.lock():
-            self._refresh()  # another process may have written them while we waited
-            out.update(
-                (k, self._shards[self._index[k][0]][self._index[k][1]]) for k in missing if k in self._index
-            )
-            missing = [k for k in missing if k not in out]
-            if missing:
-                new = np.asarray(compute(missing), dtype=np.float32)
-                self.put_many(missing, new)
-                out.update(zip(missing, new))
-        return out, len(missing)
+        n_shards = -(-len(keys) // SHARD_ROWS)
+        shards: dict[int, list[bytes]] = {}
+        for k in missing:
+            shards.setdefault(int.from_bytes(k[:4], "little") % n_shards, []).append(k)
+        computed, waited = 0, False
+        with progress(len(missing)) if progress else contextlib.nullcontext(_NoBar()) as bar:
+            while shards:
+                self._refresh()
+                for shard, todo in list(shards.items()):
+                    if all(k in self._index for k in todo):  # another process computed it
+                        out.update((k, self._row(k)) for k in todo)
+                        bar.update(len(todo))
+                        bar.refresh()  # shown as it lands, however soon after the last update
+                        del shards[shard]
+                        continue
+                    with try_lock(self.dir / ".claims" / f"{n_shards}-{shard}.lock") as mine:
+                        if not mine:
+                            continue
+                        self._refresh()  # it may have landed since the look above
+                        done = [k for k in todo if k in self._index]
+                        out.update((k, self._row(k)) for k in done)
+                        bar.update(len(done))
+                        todo = [k for k in todo if k not in self._index]
+                        if todo:
+                            new = np.asarray(compute(todo, bar), dtype=np.float32)
+                            self.put_many(todo, new)
+                            out.update(zip(todo, new))
+                            computed += len(todo)
+                        del shards[shard]
+                if shards:
+                    if not waited:
+                        log.info(
+                            "another process is computing %d of these rows; waiting for them",
+                            sum(map(len, shards.values())),
+                        )
+                        bar.set_postfix_str("waiting for another worker's shards")
+                        waited = True
+                    time.sleep(WAIT_POLL_S)
+        return out, computed
+
+    def _row(self, key: bytes) -> np.ndarray:
+        path, i = self._index[key]
+        return self._shards[path][i]
 
     def put_many(self, keys: list[bytes], rows: np.ndarray) -> None:
         if not keys:

@@ -33,6 +33,33 @@ def file_lock(path: Path):
 
 
 @contextlib.contextmanager
+def try_lock(path: Path):
+    """Take an exclusive lock on ``path`` if it is free; yields whether it was taken (held for the block).
+
+    Args:
+        path: the lock file; its folder is created.
+
+    Example:
+        >>> with try_lock(Path("/tmp/rag-sweep-doc.try.lock")) as mine:
+        ...     mine
+        True
+    """
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def first_use_lock(url: str):
     """Serialise the first use of an SQLite store by processes started together on one machine.
 
@@ -84,4 +111,4 @@ def create_whole(url: str, create) -> None:
             tmp.unlink(missing_ok=True)
 
 
-__all__ = ["create_whole", "file_lock", "first_use_lock"]
+__all__ = ["create_whole", "file_lock", "first_use_lock", "try_lock"]

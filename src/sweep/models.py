@@ -175,3 +175,29 @@ def describe_load_failure(name: str, error: Exception) -> ConfigError:
     return ConfigError(
         "", "model", f"cannot load model {name!r}: {type(error).__name__}: {error}"[:400], [hint]
     )
+
+
+def resolve_device(device: str = "auto", precision: str = "auto") -> tuple[str, str]:
+    """The device and float type a model runs in: ``auto`` is CUDA in float16 when present, else the CPU.
+
+    Half precision roughly doubles a GPU's encode throughput at a cost below the noise of any
+    retrieval metric; on a CPU it is slower, so ``auto`` keeps float32 there.
+
+    Args:
+        device: ``auto``, ``cpu``, ``cuda`` or ``mps``.
+        precision: ``auto``, ``float32``, ``float16`` or ``bfloat16``.
+
+    Returns:
+        (device, precision), both resolved.
+
+    Example:
+        >>> resolve_device("cpu")
+        ('cpu', 'float32')
+    """
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if precision == "auto":
+        precision = "float16" if device == "cuda" else "float32"
+    return device, precision

@@ -225,3 +225,48 @@ def test_approximate_indexes_find_the_exact_neighbours_on_easy_data(index):
     approx = dense_search(docs, queries, DenseConfig(index=index, ivf_lists=16, ivf_probe=8), 5, None)
     assert (exact.ids[:, 0] == np.arange(50)).all()
     assert (approx.ids[:, 0] == exact.ids[:, 0]).mean() >= 0.95
+
+
+def test_hnsw_ef_search_trades_recall_as_faiss_does():
+    """efSearch reaches FAISS, and more of it finds more of the exact top 10 on hard (random) queries."""
+    from sweep.config.schema import DenseConfig
+    from sweep.retrieval.dense import DenseIndex, build_index
+
+    rng = np.random.default_rng(1)
+    docs = rng.normal(size=(5000, 32)).astype(np.float32)
+    queries = rng.normal(size=(200, 32)).astype(np.float32)
+    exact = DenseIndex(docs, DenseConfig(index="flat")).search(queries, 10)
+    config = DenseConfig(index="hnsw", hnsw_m=8, hnsw_ef_construction=40)
+    assert build_index(docs, config.model_copy(update={"hnsw_ef_search": 77})).hnsw.efSearch == 77
+    overlap = {}
+    for ef in (10, 40, 400):
+        found = DenseIndex(docs, config.model_copy(update={"hnsw_ef_search": ef})).search(queries, 10)
+        overlap[ef] = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found.ids, exact.ids)])
+    assert overlap[10] < overlap[40] < overlap[400] and overlap[400] >= 0.99
+
+
+def test_device_auto_is_the_cpu_in_float32_here_and_cuda_in_float16_where_present(monkeypatch):
+    import torch
+
+    from sweep.models import resolve_device
+
+    assert resolve_device("auto", "auto") == ("cpu", "float32")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto", "auto") == ("cuda", "float16")
+    assert resolve_device("auto", "bfloat16") == ("cuda", "bfloat16")
+    assert resolve_device("cpu", "auto") == ("cpu", "float32")
+
+
+def test_half_precision_embeddings_are_close_and_cached_apart(tmp_path):
+    """bfloat16 (what a GPU user may pick) runs on the CPU too: vectors near float32's, in their own cache."""
+    from sweep.config.schema import DenseConfig
+    from sweep.retrieval import Encoder
+
+    texts = ["lists grow as items are appended", "tuples are immutable records", "sets hold unique items"]
+    full = Encoder(DenseConfig(device="cpu"), str(tmp_path))
+    half = Encoder(DenseConfig(device="cpu", precision="bfloat16"), str(tmp_path))
+    a, b = full.encode(texts), half.encode(texts)
+    assert half.stats.encoded == 3 and half.store.dir != full.store.dir  # not read from float32's rows
+    cosines = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cosines.min() > 0.99 and not np.allclose(a, b, atol=1e-6)
+    assert b.dtype == np.float32  # stored and searched as float32 whatever the model computed in

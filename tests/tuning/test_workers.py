@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -311,24 +312,46 @@ def test_a_trial_that_raises_fails_alone_with_its_reason(fixture_config, tmp_pat
     )
 
 
-def test_two_processes_encoding_the_same_texts_encode_them_once(tmp_path):
+def test_two_workers_on_a_fresh_cache_share_the_encoding_and_each_text_is_encoded_once(tmp_path):
+    """Shards of the missing texts go to whichever worker claims them; a worker that waits shows the bar."""
     script = (
-        "import sys, json\n"
+        "import json, logging, sys, time\n"
+        "from pathlib import Path\n"
         "from sweep.config.schema import DenseConfig\n"
         "from sweep.retrieval.dense import Encoder\n"
-        "texts = [f'sentence number {i} about caching embeddings' for i in range(400)]\n"
+        "logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+        "texts = [f'sentence number {i} about sharing the work of embedding' for i in range(2000)]\n"
         "e = Encoder(DenseConfig(model='minilm-l6'), sys.argv[1])\n"
-        "e.encode(texts)\n"
+        "e.model()\n"  # loaded before the start line, so both begin encoding together
+        "ready = Path(sys.argv[2]); (ready / sys.argv[3]).touch()\n"
+        "while len(list(ready.iterdir())) < 2: time.sleep(0.05)\n"
+        "e.encode(texts, progress='embedding')\n"
         "print(json.dumps({'encoded': e.stats.encoded, 'cached': e.stats.cached}))\n"
     )
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    env = {**os.environ, "COLUMNS": "100"}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", script, str(tmp_path / "cache")], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", script, str(tmp_path / "cache"), str(ready), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
-        for _ in range(2)
+        for i in range(2)
     ]
-    import json
-
-    stats = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
-    assert sorted(s["encoded"] for s in stats) == [0, 400]
-    assert sorted(s["cached"] for s in stats) == [0, 400]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outputs]
+    stats = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert sum(s["encoded"] for s in stats) == 2000  # every text exactly once, in total
+    assert all(s["encoded"] > 0 for s in stats)  # both did some of it
+    assert all(s["encoded"] + s["cached"] == 2000 for s in stats)  # and each has all 2000 vectors
+    waited = 0
+    for (_, err), s in zip(outputs, stats):
+        shown = [int(n) for n in re.findall(r"(\d+)/2000 \[", err)]
+        assert shown  # each showed the whole encode's progress
+        if "another process is computing" in err:  # it waited, and its bar moved with the other's shards
+            waited += 1
+            assert "waiting for another worker" in err and max(shown) > s["encoded"]
+    assert waited >= 1  # the shards were shared, so one of them saw the other's land

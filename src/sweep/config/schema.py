@@ -85,8 +85,16 @@ class DenseConfig(Strict):
     max_seq_length: int | None = Field(
         None, ge=8, le=1_000_000, description="None keeps the model's own (256 for MiniLM)"
     )
+    device: Literal["auto", "cpu", "cuda", "mps"] = Field("auto", description="auto: CUDA when present")
+    precision: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto", description="auto: float16 on CUDA, float32 elsewhere"
+    )
     index: Literal["flat", "hnsw", "ivf"] = "flat"
     hnsw_m: int = Field(32, ge=4, le=1024)
+    hnsw_ef_search: int = Field(
+        64, ge=1, le=100_000, description="HNSW candidates kept while searching: recall against latency"
+    )
+    hnsw_ef_construction: int = Field(40, ge=4, le=100_000)
     ivf_lists: int = Field(256, ge=1, le=1_000_000)
     ivf_probe: int = Field(16, ge=1, le=1_000_000)
 

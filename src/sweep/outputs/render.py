@@ -55,6 +55,7 @@ def describe_result(result) -> str:
         + f", view: {c.evaluation.view}",
         "stages: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.items()),
         "cache: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(result.counters.items())),
+        *([f"encoding: {result.encode_texts_per_s:.0f} texts/s"] if result.encode_texts_per_s else []),
         "",
         metrics_table(scores.mean()),
         intervals_line(scores, c.retrieval.top_k),

@@ -203,6 +203,8 @@ class Tracker:
                 Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in result.doc_scores.mean().items()
             ]
             metrics += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in result.timings.items()]
+            if result.encode_texts_per_s is not None:  # what a GPU (or a bigger batch) bought
+                metrics.append(Metric("encode_texts_per_s", result.encode_texts_per_s, now, 0))
             if result.dense_truncated_share is not None:
                 metrics.append(Metric("dense_truncated_share", result.dense_truncated_share, now, 0))
             # one metric, one step per k: MLflow's chart of it is the recall@k curve

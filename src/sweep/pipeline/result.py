@@ -40,6 +40,12 @@ class EvalResult:
     doc_ids: list[str] = field(default_factory=list)
     has_spans: bool = False  # span labels: run files name chunks; document labels: documents
 
+    @property
+    def encode_texts_per_s(self) -> float | None:
+        """Texts this run sent to an embedding model per second of encoding; None when all came from the cache."""
+        n, ms = self.counters.get("texts_encoded", 0), self.counters.get("encode_ms", 0)
+        return 1000 * n / ms if n and ms else None
+
     def ranking(self) -> dict[str, list[tuple[str, float]]]:
         """Each question's ranking as ``[(id, score), ...]`` best first, as scored: document ids for
         document labels (a document at its best chunk), ``doc#start-end`` chunk ids for span labels."""

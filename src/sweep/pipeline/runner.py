@@ -31,6 +31,7 @@ from sweep.retrieval.bm25 import BM25Index
 from sweep.retrieval.dense import DenseIndex, truncated_share
 from sweep.retrieval.expand import expand_to_parents
 from sweep.retrieval.query import llm_queries, rocchio, rrf_by_owner, stage_queries
+from sweep.retrieval.results import timed
 
 
 class Pipeline:
@@ -90,7 +91,7 @@ class Pipeline:
             else:
                 self.counters[f"{name}_computed"] += 1
                 result = compute()
-                result.compute_seconds = time.perf_counter() - t
+                result.compute_seconds = result.compute_seconds or time.perf_counter() - t
                 self.stage_cache.put(key, result.arrays())
             self._stages[key] = result
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
@@ -120,15 +121,18 @@ class Pipeline:
         q, n = config.retrieval.query, config.retrieval.candidates
 
         def compute() -> StageResult:
-            result = search(queries, allowed)
+            result = search(queries, allowed)  # its compute_seconds: the queries' time, not the index build
             if owner is None:
                 return result
-            return rrf_by_owner(result, owner, len(p.queries), q.rrf_k, n, len(p.chunks))
+            fused = rrf_by_owner(result, owner, len(p.queries), q.rrf_k, n, len(p.chunks))
+            fused.compute_seconds = result.compute_seconds
+            return fused
 
         if self.serving:
             t = time.perf_counter()
             result = compute()
-            timings[name] = self._cost[name] = time.perf_counter() - t
+            timings[name] = time.perf_counter() - t
+            self._cost[name] = result.compute_seconds
             return result
         extra = content_key(*queries) if owner is not None else None
         key = content_key(name, self._inputs_key(p), params, n, extra, q.rrf_k if owner is not None else None)
@@ -149,7 +153,7 @@ class Pipeline:
 
         def search(queries: list[str], allowed) -> StageResult:
             index = self._index(("bm25", p.key, repr(params)), lambda: BM25Index(p.index_texts, c, rm3))
-            return index.search(queries, n, allowed)
+            return timed(index.search, queries, n, allowed)
 
         return self._stage("bm25", p, config, timings, params, search)
 
@@ -158,29 +162,33 @@ class Pipeline:
         prf = q.prf if q.transform == "dense_prf" else None
         hyde = q.llm if q.transform == "hyde" else None  # an LLM's answer passage in the question's place
         prompt = hyde and hyde.model_dump(include={"url", "model", "prompt"})
+        encoder = self._encoder(c)  # the model itself loads only when a text must be encoded
         params = (
-            c.model_dump(exclude={"batch_size", "model"}),
+            c.model_dump(exclude={"batch_size", "model", "device", "precision"}),
             model_identity(c.model),
             prf and prf.model_dump(),
             prompt,
-        )
-        encoder = self._encoder(c)  # the model itself loads only when a text must be encoded
+        ) + (() if encoder.precision == "float32" else (encoder.precision,))  # half-precision vectors differ
 
         def index() -> DenseIndex:
             what = f"embedding chunks with {c.model}"
             label = f"{self.label}: {what}" if self.label else what
             docs = encoder.encode(p.index_texts, c.document_prefix, progress=label if self.progress else None)
-            return DenseIndex(docs, c)
+            return DenseIndex(docs, c).build()
 
         def search(queries: list[str], allowed) -> StageResult:
             found = self._index(("dense", p.key, repr(params[:2])), index)
+            t = time.perf_counter()
             if hyde is not None:
                 queries = [h[0] for h in llm_queries(hyde, "hyde", queries, self.cache_dir)]
             vectors = encoder.encode(queries, c.query_prefix)
-            first = found.search(vectors, n, allowed)
-            if prf is None:
-                return first
-            return found.search(rocchio(vectors, found.vectors, first.ids, prf, c.normalize), n, allowed)
+            result = found.search(vectors, n, allowed)
+            if prf is not None:
+                result = found.search(
+                    rocchio(vectors, found.vectors, result.ids, prf, c.normalize), n, allowed
+                )
+            result.compute_seconds = time.perf_counter() - t
+            return result
 
         return self._stage("dense", p, config, timings, params, search)
 
@@ -289,6 +297,7 @@ class Pipeline:
         return dict(self.counters) | {
             "texts_encoded": sum(e.stats.encoded for e in encoders),
             "texts_from_cache": sum(e.stats.cached for e in encoders),
+            "encode_ms": round(1000 * sum(e.stats.seconds for e in encoders)),
         }
 
     def truncation(self, p: Prepared, config: EvalConfig) -> float:

@@ -18,15 +18,18 @@ from tqdm.auto import tqdm
 
 from sweep.cache import RowStore, content_key, text_key
 from sweep.config.schema import DenseConfig
-from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_model
+from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_device, resolve_model
 from sweep.retrieval.results import StageResult, top_k
 
 log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=4)
-def load_sentence_transformer(name: str, max_seq_length: int | None = None):
-    """One obvious way to load a model: folder, packaged alias, or hub name."""
+def load_sentence_transformer(
+    name: str, max_seq_length: int | None = None, device: str = "cpu", precision: str = "float32"
+):
+    """One obvious way to load a model: folder, packaged alias, or hub name; on a resolved device and float type."""
+    import torch
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -35,9 +38,11 @@ def load_sentence_transformer(name: str, max_seq_length: int | None = None):
     if resolved == name and not Path(name).expanduser().exists():
         check_hub_model(name)  # seconds, not a minute and a half of download retries
     try:
-        model = SentenceTransformer(resolved, device="cpu")
+        model = SentenceTransformer(resolved, device=device)
     except Exception as e:  # noqa: BLE001 - any loading failure becomes a config error naming the model
         raise describe_load_failure(name, e) from e
+    if precision != "float32":
+        model.to(getattr(torch, precision))
     if max_seq_length:
         model.max_seq_length = max_seq_length
     return model
@@ -52,67 +57,88 @@ class EncodeStats:
 
 @dataclass
 class Encoder:
-    """Encodes texts through the cache; ``stats`` counts what really went to the model."""
+    """Encodes texts through the cache; ``stats`` counts what really went to the model.
+
+    Several processes encoding the same texts share the work shard by shard (:class:`RowStore`):
+    each text goes to a model once, and a process whose shards another holds shows them landing.
+    """
 
     config: DenseConfig
     cache_dir: str
     stats: EncodeStats = field(default_factory=EncodeStats)
 
     def __post_init__(self) -> None:
+        self.device, self.precision = resolve_device(self.config.device, self.config.precision)
+        half = () if self.precision == "float32" else (self.precision,)  # float32 keeps the caches it made
         namespace = content_key(
-            "embeddings", model_identity(self.config.model), self.config.normalize, self.config.max_seq_length
+            "embeddings",
+            model_identity(self.config.model),
+            self.config.normalize,
+            self.config.max_seq_length,
+            *half,
         )
         self.store = RowStore(self.cache_dir, namespace)
+
+    def model(self):
+        return load_sentence_transformer(
+            self.config.model, self.config.max_seq_length, self.device, self.precision
+        )
 
     def encode(self, texts: list[str], prefix: str = "", progress: str | None = None) -> np.ndarray:
         full = [prefix + t for t in texts]
         keys = [text_key(t) for t in full]
         unique: dict[bytes, str] = dict(zip(keys, full))
-        vectors, encoded = self.store.fetch_or_compute(
-            list(unique), lambda ks: self._encode([unique[k] for k in ks], progress)
-        )
-        self.stats.cached += len(unique) - encoded
-        return np.stack([vectors[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
-
-    def _encode(self, texts: list[str], progress: str | None) -> np.ndarray:
-        """The model's embeddings of ``texts``; with ``progress``, a bar named by it (rate and time left)."""
-        model = load_sentence_transformer(self.config.model, self.config.max_seq_length)
-        t = time.perf_counter()
         step = (
             self.config.batch_size * 8
         )  # a bar update every few batches; the model still sees whole batches
+
+        def bar(total: int):
+            return tqdm(
+                total=total,
+                desc=progress,
+                unit="text",
+                disable=progress is None or total <= step,
+                leave=False,
+                dynamic_ncols=True,
+            )
+
+        t, before = time.perf_counter(), self.stats.encoded
+        vectors, encoded = self.store.fetch_or_compute(
+            list(unique), lambda ks, b: self._encode([unique[k] for k in ks], b, step), bar
+        )
+        self.stats.cached += len(unique) - encoded
+        if progress is not None and encoded > step:
+            seconds = time.perf_counter() - t
+            log.info(
+                "%s: %d texts in %.1fs (%.0f texts/s on %s)",
+                progress,
+                self.stats.encoded - before,
+                seconds,
+                (self.stats.encoded - before) / max(seconds, 1e-9),
+                self.device,
+            )
+        return np.stack([vectors[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+
+    def _encode(self, texts: list[str], bar, step: int) -> np.ndarray:
+        """The model's embeddings of ``texts``, ``step`` at a time onto ``bar``."""
+        model = self.model()
+        t = time.perf_counter()
         parts = []
-        with tqdm(
-            total=len(texts),
-            desc=progress,
-            unit="text",
-            disable=progress is None or len(texts) <= step,
-            leave=False,
-            dynamic_ncols=True,
-        ) as bar:
-            for start in range(0, len(texts), step):
-                batch = texts[start : start + step]
-                parts.append(
-                    model.encode(
-                        batch,
-                        batch_size=self.config.batch_size,
-                        convert_to_numpy=True,
-                        normalize_embeddings=self.config.normalize,
-                        show_progress_bar=False,
-                    )
+        for start in range(0, len(texts), step):
+            batch = texts[start : start + step]
+            parts.append(
+                model.encode(
+                    batch,
+                    batch_size=self.config.batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=self.config.normalize,
+                    show_progress_bar=False,
                 )
-                bar.update(len(batch))
+            )
+            bar.update(len(batch))
         new = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 0), dtype=np.float32)
         self.stats.seconds += time.perf_counter() - t
         self.stats.encoded += len(texts)
-        if progress is not None and len(texts) > step:
-            log.info(
-                "%s: %d texts in %.1fs (%.0f texts/s)",
-                progress,
-                len(texts),
-                time.perf_counter() - t,
-                len(texts) / max(time.perf_counter() - t, 1e-9),
-            )
         return new
 
 
@@ -135,7 +161,9 @@ def truncated_share(texts: list[str], config: DenseConfig) -> float:
     """
     if not texts:
         return 0.0
-    model = load_sentence_transformer(config.model, config.max_seq_length)
+    model = load_sentence_transformer(
+        config.model, config.max_seq_length, *resolve_device(config.device, config.precision)
+    )
     limit = model.max_seq_length
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None or not limit:
@@ -158,6 +186,8 @@ def build_index(vectors: np.ndarray, config: DenseConfig):
     dim = vectors.shape[1]
     if config.index == "hnsw":
         index = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = config.hnsw_ef_construction
+        index.hnsw.efSearch = config.hnsw_ef_search
     elif config.index == "ivf":
         lists = max(1, min(config.ivf_lists, len(vectors) // 39))
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, lists, faiss.METRIC_INNER_PRODUCT)
@@ -186,6 +216,12 @@ class DenseIndex:
         self.vectors, self.config = doc_vectors, config
         self._index = None  # built on the first unfiltered query: filtered ones are scored exactly
 
+    def build(self) -> "DenseIndex":
+        """Build the FAISS index now (a query's latency should not include it); returns itself."""
+        if self._index is None:
+            self._index = build_index(self.vectors, self.config)
+        return self
+
     def search(self, query_vectors: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> StageResult:
         """Inner-product search (cosine when normalised). Filtered questions are scored exactly."""
         n_q = len(query_vectors)
@@ -194,8 +230,7 @@ class DenseIndex:
         filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.all(axis=1)
         plain = np.flatnonzero(~filtered)
         if len(plain):
-            if self._index is None:
-                self._index = build_index(self.vectors, self.config)
+            self.build()
             k = min(depth, len(self.vectors))
             s, i = self._index.search(np.ascontiguousarray(query_vectors[plain]), k)
             # FAISS breaks ties arbitrarily; re-sort so ties keep the lower chunk index

@@ -26,20 +26,21 @@ from tqdm.auto import tqdm
 
 from sweep.cache import RowStore, content_key, text_key
 from sweep.config.schema import DenseConfig, RerankConfig
-from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_model
+from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_device, resolve_model
 from sweep.retrieval.dense import Encoder, load_sentence_transformer
 from sweep.retrieval.results import StageResult
 
 
 @lru_cache(maxsize=2)
 def load_cross_encoder(name: str):
+    """A cross-encoder by folder, packaged alias or hub name, on CUDA when present (float32: its scores rank)."""
     from sentence_transformers import CrossEncoder
 
     resolved = resolve_model(name)
     if resolved == name and not Path(name).expanduser().exists():
         check_hub_model(name)
     try:
-        return CrossEncoder(resolved, device="cpu")
+        return CrossEncoder(resolved, device=resolve_device()[0])
     except Exception as e:  # noqa: BLE001
         raise describe_load_failure(name, e) from e
 
@@ -68,10 +69,16 @@ class Reranker:
             k: (queries[q], texts[c]) for k, q, c in zip(keys, qi, chunk)
         }  # a pair repeated is scored once
 
-        def score(missing: list[bytes]) -> np.ndarray:
-            return self._score([pairs[k][0] for k in missing], [pairs[k][1] for k in missing])[:, None]
+        def score(missing: list[bytes], bar) -> np.ndarray:
+            return self._score([pairs[k][0] for k in missing], [pairs[k][1] for k in missing], bar)[:, None]
 
-        rows, computed = self._store.fetch_or_compute(list(pairs), score)
+        progress, step = self._progress(), self.config.batch_size * 8
+
+        def bar(total: int):  # the bi-encoder's embeddings and maxsim's tokens have bars of their own
+            hidden = total <= step or self.config.kind != "cross_encoder"
+            return tqdm(total=total, desc=progress, unit="pair", disable=hidden, leave=False)
+
+        rows, computed = self._store.fetch_or_compute(list(pairs), score, bar)
         scores = np.array([rows[k][0] for k in keys], dtype=np.float32)
         self.scored += computed
         self.reused += len(keys) - computed
@@ -84,27 +91,27 @@ class Reranker:
         out_scores[:, :depth] = np.take_along_axis(head_scores, order, 1)
         return StageResult(ids, out_scores)
 
-    def _score(self, queries: list[str], texts: list[str]) -> np.ndarray:
-        kind = self.config.kind
+    def _progress(self) -> str:
         what = f"reranking with {self.config.model}"
-        progress = f"{self.label}: {what}" if self.label else what
+        return f"{self.label}: {what}" if self.label else what
+
+    def _score(self, queries: list[str], texts: list[str], bar) -> np.ndarray:
+        """Scores of the pairs, ``bar`` advanced per batch (per pair for the bi-encoder's texts)."""
+        kind = self.config.kind
         if kind == "cross_encoder":
             model = load_cross_encoder(self.config.model)
             pairs = list(zip(queries, texts))
             step = self.config.batch_size * 8
             out = []
-            with tqdm(
-                total=len(pairs), desc=progress, unit="pair", disable=len(pairs) <= step, leave=False
-            ) as bar:
-                for start in range(0, len(pairs), step):
-                    batch = pairs[start : start + step]
-                    out.append(
-                        np.asarray(
-                            model.predict(batch, batch_size=self.config.batch_size, show_progress_bar=False),
-                            dtype=np.float32,
-                        ).reshape(-1)
-                    )
-                    bar.update(len(batch))
+            for start in range(0, len(pairs), step):
+                batch = pairs[start : start + step]
+                out.append(
+                    np.asarray(
+                        model.predict(batch, batch_size=self.config.batch_size, show_progress_bar=False),
+                        dtype=np.float32,
+                    ).reshape(-1)
+                )
+                bar.update(len(batch))
             return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
         if kind == "bi_encoder":
             encoder = Encoder(
@@ -116,22 +123,23 @@ class Reranker:
                 self.cache_dir,
             )
             q = encoder.encode(queries)
-            d = encoder.encode(texts, progress=progress)
+            d = encoder.encode(texts, progress=self._progress())
             return (q * d).sum(axis=1).astype(np.float32)
         return self._maxsim(queries, texts)
 
     def _maxsim(self, queries: list[str], texts: list[str]) -> np.ndarray:
-        model = load_sentence_transformer(self.config.model)
+        model = load_sentence_transformer(self.config.model, None, *resolve_device())
 
         def tokens(batch):  # noqa: E306
             out = model.encode(batch, output_value="token_embeddings", batch_size=self.config.batch_size)
-            return [t.numpy() / np.linalg.norm(t.numpy(), axis=1, keepdims=True).clip(1e-9) for t in out]
+            out = [t.float().cpu().numpy() for t in out]  # float32 on the host, whatever the device
+            return [t / np.linalg.norm(t, axis=1, keepdims=True).clip(1e-9) for t in out]
 
         unique_q = list(dict.fromkeys(queries))
         q_tok = dict(zip(unique_q, tokens(unique_q)))
         scores = np.zeros(len(texts), dtype=np.float32)
         step = 256
-        for start in tqdm(range(0, len(texts), step), desc="rerank (maxsim)", disable=len(texts) <= step):
+        for start in tqdm(range(0, len(texts), step), desc=self._progress(), disable=len(texts) <= step):
             for j, d in enumerate(tokens(texts[start : start + step])):
                 scores[start + j] = (q_tok[queries[start + j]] @ d.T).max(axis=1).sum()
         return scores
