@@ -92,7 +92,7 @@ class DenseConfig(Strict):
     index: Literal["flat", "hnsw", "ivf"] = "flat"
     hnsw_m: int = Field(32, ge=4, le=1024)
     hnsw_ef_search: int = Field(
-        64, ge=1, le=100_000, description="HNSW candidates kept while searching: recall against latency"
+        16, ge=1, le=100_000, description="HNSW candidates kept while searching: recall against latency"
     )
     hnsw_ef_construction: int = Field(40, ge=4, le=100_000)
     ivf_lists: int = Field(256, ge=1, le=1_000_000)
