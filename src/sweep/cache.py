@@ -199,7 +199,7 @@ class RowStore:
         self.stats.misses += int((~found).sum())
         if not found.any():
             return found, None
-        rows = [self._shards[p][i] for p, i in (self._index[k] for k, f in zip(keys, found) if f)]
+        rows = [self._row(k) for k, f in zip(keys, found) if f]
         return found, np.stack(rows)
 
     def fetch_or_compute(

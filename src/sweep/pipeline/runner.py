@@ -90,8 +90,7 @@ class Pipeline:
                 result = StageResult.from_arrays(arrays)
             else:
                 self.counters[f"{name}_computed"] += 1
-                result = compute()
-                result.compute_seconds = result.compute_seconds or time.perf_counter() - t
+                result = compute()  # its compute_seconds set by the stage's search (timed)
                 self.stage_cache.put(key, result.arrays())
             self._stages[key] = result
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
@@ -176,19 +175,18 @@ class Pipeline:
             docs = encoder.encode(p.index_texts, c.document_prefix, progress=label if self.progress else None)
             return DenseIndex(docs, c).build()
 
-        def search(queries: list[str], allowed) -> StageResult:
-            found = self._index(("dense", p.key, repr(params[:2])), index)
-            t = time.perf_counter()
+        def answer(found: DenseIndex, queries: list[str], allowed) -> StageResult:
             if hyde is not None:
                 queries = [h[0] for h in llm_queries(hyde, "hyde", queries, self.cache_dir)]
             vectors = encoder.encode(queries, c.query_prefix)
-            result = found.search(vectors, n, allowed)
-            if prf is not None:
-                result = found.search(
-                    rocchio(vectors, found.vectors, result.ids, prf, c.normalize), n, allowed
-                )
-            result.compute_seconds = time.perf_counter() - t
-            return result
+            first = found.search(vectors, n, allowed)
+            if prf is None:
+                return first
+            return found.search(rocchio(vectors, found.vectors, first.ids, prf, c.normalize), n, allowed)
+
+        def search(queries: list[str], allowed) -> StageResult:
+            found = self._index(("dense", p.key, repr(params[:2])), index)
+            return timed(answer, found, queries, allowed)
 
         return self._stage("dense", p, config, timings, params, search)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -67,8 +67,21 @@ class Encoder:
     cache_dir: str
     stats: EncodeStats = field(default_factory=EncodeStats)
 
-    def __post_init__(self) -> None:
-        self.device, self.precision = resolve_device(self.config.device, self.config.precision)
+    @cached_property
+    def resolved(self) -> tuple[str, str]:
+        """(device, precision); resolved on first use, so a BM25-only run never imports torch."""
+        return resolve_device(self.config.device, self.config.precision)
+
+    @property
+    def device(self) -> str:
+        return self.resolved[0]
+
+    @property
+    def precision(self) -> str:
+        return self.resolved[1]
+
+    @cached_property
+    def store(self) -> RowStore:
         half = () if self.precision == "float32" else (self.precision,)  # float32 keeps the caches it made
         namespace = content_key(
             "embeddings",
@@ -77,7 +90,7 @@ class Encoder:
             self.config.max_seq_length,
             *half,
         )
-        self.store = RowStore(self.cache_dir, namespace)
+        return RowStore(self.cache_dir, namespace)
 
     def model(self):
         return load_sentence_transformer(
@@ -88,9 +101,8 @@ class Encoder:
         full = [prefix + t for t in texts]
         keys = [text_key(t) for t in full]
         unique: dict[bytes, str] = dict(zip(keys, full))
-        step = (
-            self.config.batch_size * 8
-        )  # a bar update every few batches; the model still sees whole batches
+        # a bar update every few batches; the model still sees whole batches
+        step = self.config.batch_size * 8
 
         def bar(total: int):
             return tqdm(
