@@ -189,7 +189,7 @@ def test_missing_model_is_a_config_error():
 
 def test_maxsim_rerank_scores_by_hand(tmp_path):
     """ColBERT-style MaxSim: sum over query tokens of the best cosine with any text token."""
-    from sweep.retrieval.dense import load_sentence_transformer
+    from sweep.retrieval.embedding import load_sentence_transformer
 
     queries = ["immutable sequence"]
     texts = ["lists can change", "tuples are immutable sequences", "the sky is blue"]
@@ -230,7 +230,7 @@ def test_approximate_indexes_find_the_exact_neighbours_on_easy_data(index):
 def test_hnsw_ef_search_trades_recall_as_faiss_does():
     """efSearch reaches FAISS, and more of it finds more of the exact top 10 on hard (random) queries."""
     from sweep.config.schema import DenseConfig
-    from sweep.retrieval.dense import DenseIndex, build_index
+    from sweep.retrieval.faiss_index import DenseIndex, build_index
 
     rng = np.random.default_rng(1)
     docs = rng.normal(size=(5000, 32)).astype(np.float32)

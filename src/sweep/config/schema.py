@@ -99,6 +99,23 @@ class DenseConfig(Strict):
     ivf_probe: int = Field(16, ge=1, le=1_000_000)
 
 
+class EncodeConfig(Strict):
+    """Where chunk sets are embedded: in this process (sharing shards with other workers) or as a Ray job."""
+
+    engine: Literal["local", "ray"] = Field(
+        "local", description="ray: a Ray Data job (pip install 'rag-sweep[ray]')"
+    )
+    ray_address: str | None = Field(
+        None, description="None: RAY_ADDRESS, else a local Ray started for the run"
+    )
+    workers: int = Field(2, ge=1, le=100_000, description="model actors on the cluster")
+    batch_rows: int = Field(1024, ge=1, le=1_000_000, description="texts per Ray batch (and per cache write)")
+    cpus_per_worker: float = Field(1.0, ge=0)
+    gpus_per_worker: float = Field(
+        0.0, ge=0, description="> 0: actors on GPU nodes; device auto becomes cuda"
+    )
+
+
 class FusionConfig(Strict):
     method: Literal["linear", "rrf", "weighted_rrf"] = "linear"
     alpha: float = Field(
@@ -218,6 +235,7 @@ class EvalConfig(Strict):
     chunking: ChunkingSection = ChunkingSection()
     retrieval: RetrievalConfig = RetrievalConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+    encode: EncodeConfig = EncodeConfig()
     cache_dir: str = ".cache/rag-sweep"
     source: str = Field("", exclude=True, description="the file it came from, for messages")
 

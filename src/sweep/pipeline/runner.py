@@ -28,8 +28,9 @@ from sweep.pipeline.prepare import Prepared, build_prepared, trial_warnings
 from sweep.pipeline.result import EvalResult, document_run
 from sweep.retrieval import Encoder, Reranker, StageResult, fuse
 from sweep.retrieval.bm25 import BM25Index
-from sweep.retrieval.dense import DenseIndex, truncated_share
+from sweep.retrieval.dense import truncated_share
 from sweep.retrieval.expand import expand_to_parents
+from sweep.retrieval.faiss_index import DenseIndex
 from sweep.retrieval.query import llm_queries, rocchio, rrf_by_owner, stage_queries
 from sweep.retrieval.results import timed
 
@@ -72,8 +73,8 @@ class Pipeline:
                 self._datasets[ds_key] = load_dataset(config.dataset, self.lenient, scorable=not self.serving)
             except ConfigError as e:
                 raise e.located(config.source) from None
-        encoder = self._encoder(DenseConfig(model=chunking.model))  # the semantic chunker's sentences
-        embed = partial(encoder.encode, progress="embedding sentences" if self.progress else None)
+        encoder = self._encoder(DenseConfig(model=chunking.model), config)  # the semantic chunker's sentences
+        embed = partial(encoder.encode, progress="embedding sentences" if self.progress else None, bulk=True)
         self._prepared[key] = build_prepared(self._datasets[ds_key], config, chunking, key, embed)
         return self._prepared[key]
 
@@ -97,10 +98,10 @@ class Pipeline:
         self._cost[name] = result.compute_seconds
         return result
 
-    def _encoder(self, config) -> Encoder:
-        k = config.model_dump_json()
+    def _encoder(self, dense: DenseConfig, config: EvalConfig) -> Encoder:
+        k = dense.model_dump_json() + config.encode.model_dump_json()
         if k not in self._encoders:
-            self._encoders[k] = Encoder(config, self.cache_dir)
+            self._encoders[k] = Encoder(dense, self.cache_dir, config.encode)
         return self._encoders[k]
 
     def _inputs_key(self, p: Prepared) -> str:
@@ -161,7 +162,7 @@ class Pipeline:
         prf = q.prf if q.transform == "dense_prf" else None
         hyde = q.llm if q.transform == "hyde" else None  # an LLM's answer passage in the question's place
         prompt = hyde and hyde.model_dump(include={"url", "model", "prompt"})
-        encoder = self._encoder(c)  # the model itself loads only when a text must be encoded
+        encoder = self._encoder(c, config)  # the model itself loads only when a text must be encoded
         params = (
             c.model_dump(exclude={"batch_size", "model", "device", "precision"}),
             model_identity(c.model),
@@ -172,8 +173,8 @@ class Pipeline:
         def index() -> DenseIndex:
             what = f"embedding chunks with {c.model}"
             label = f"{self.label}: {what}" if self.label else what
-            docs = encoder.encode(p.index_texts, c.document_prefix, progress=label if self.progress else None)
-            return DenseIndex(docs, c).build()
+            label = label if self.progress else None
+            return DenseIndex(encoder.encode(p.index_texts, c.document_prefix, label, bulk=True), c).build()
 
         def answer(found: DenseIndex, queries: list[str], allowed) -> StageResult:
             if hyde is not None:

@@ -1,4 +1,4 @@
-"""Dense retrieval: sentence-transformers encoders, an embedding cache, FAISS search.
+"""Dense encoding: sentence-transformers models and the embedding cache (searching them: ``faiss_index``).
 
 Embeddings are cached per (model identity, settings, text hash) in a
 :class:`RowStore`, so a text encoded once with a model is never encoded
@@ -10,42 +10,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
-from pathlib import Path
+from functools import cached_property
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from sweep.cache import RowStore, content_key, text_key
-from sweep.config.schema import DenseConfig
-from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_device, resolve_model
-from sweep.retrieval.results import StageResult, top_k
+from sweep.config.schema import DenseConfig, EncodeConfig
+from sweep.models import model_identity, resolve_device
+from sweep.retrieval.embedding import embed, load_sentence_transformer
 
 log = logging.getLogger(__name__)
-
-
-@lru_cache(maxsize=4)
-def load_sentence_transformer(
-    name: str, max_seq_length: int | None = None, device: str = "cpu", precision: str = "float32"
-):
-    """One obvious way to load a model: folder, packaged alias, or hub name; on a resolved device and float type."""
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # "Loading weights" bars say nothing a user needs
-    resolved = resolve_model(name)
-    if resolved == name and not Path(name).expanduser().exists():
-        check_hub_model(name)  # seconds, not a minute and a half of download retries
-    try:
-        model = SentenceTransformer(resolved, device=device)
-    except Exception as e:  # noqa: BLE001 - any loading failure becomes a config error naming the model
-        raise describe_load_failure(name, e) from e
-    if precision != "float32":
-        model.to(getattr(torch, precision))
-    if max_seq_length:
-        model.max_seq_length = max_seq_length
-    return model
 
 
 @dataclass
@@ -65,12 +40,26 @@ class Encoder:
 
     config: DenseConfig
     cache_dir: str
+    engine: EncodeConfig = field(default_factory=EncodeConfig)
     stats: EncodeStats = field(default_factory=EncodeStats)
 
     @cached_property
     def resolved(self) -> tuple[str, str]:
-        """(device, precision); resolved on first use, so a BM25-only run never imports torch."""
-        return resolve_device(self.config.device, self.config.precision)
+        """(device here, the vectors' float type); resolved on first use: a BM25-only run never imports torch.
+
+        On Ray the float type is the workers' (``auto`` there means CUDA when they get GPUs), so that
+        questions encoded here land in the same cache as the chunks encoded there.
+        """
+        device, precision = resolve_device(self.config.device, self.config.precision)
+        return device, self.on_workers[1] if self.engine.engine == "ray" else precision
+
+    @cached_property
+    def on_workers(self) -> tuple[str, str]:
+        """(device, precision) of the Ray actors."""
+        device = self.config.device
+        if device == "auto":
+            device = "cuda" if self.engine.gpus_per_worker > 0 else "cpu"
+        return resolve_device(device, self.config.precision)
 
     @property
     def device(self) -> str:
@@ -97,7 +86,10 @@ class Encoder:
             self.config.model, self.config.max_seq_length, self.device, self.precision
         )
 
-    def encode(self, texts: list[str], prefix: str = "", progress: str | None = None) -> np.ndarray:
+    def encode(
+        self, texts: list[str], prefix: str = "", progress: str | None = None, bulk: bool = False
+    ) -> np.ndarray:
+        """Vectors of ``prefix + text`` in order; ``bulk`` (a whole chunk set) goes to Ray when that is the engine."""
         full = [prefix + t for t in texts]
         keys = [text_key(t) for t in full]
         unique: dict[bytes, str] = dict(zip(keys, full))
@@ -115,9 +107,12 @@ class Encoder:
             )
 
         t, before = time.perf_counter(), self.stats.encoded
-        vectors, encoded = self.store.fetch_or_compute(
-            list(unique), lambda ks, b: self._encode([unique[k] for k in ks], b, step), bar
-        )
+        if bulk and self.engine.engine == "ray":
+            vectors, encoded = self._encode_on_ray(unique, bar)
+        else:
+            vectors, encoded = self.store.fetch_or_compute(
+                list(unique), lambda ks, b: self._encode([unique[k] for k in ks], b, step), bar
+            )
         self.stats.cached += len(unique) - encoded
         if progress is not None and encoded > step:
             seconds = time.perf_counter() - t
@@ -127,7 +122,7 @@ class Encoder:
                 self.stats.encoded - before,
                 seconds,
                 (self.stats.encoded - before) / max(seconds, 1e-9),
-                self.device,
+                "Ray" if bulk and self.engine.engine == "ray" else self.device,
             )
         return np.stack([vectors[k] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
 
@@ -138,20 +133,37 @@ class Encoder:
         parts = []
         for start in range(0, len(texts), step):
             batch = texts[start : start + step]
-            parts.append(
-                model.encode(
-                    batch,
-                    batch_size=self.config.batch_size,
-                    convert_to_numpy=True,
-                    normalize_embeddings=self.config.normalize,
-                    show_progress_bar=False,
-                )
-            )
+            parts.append(embed(model, batch, self.config))
             bar.update(len(batch))
-        new = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 0), dtype=np.float32)
+        new = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
         self.stats.seconds += time.perf_counter() - t
         self.stats.encoded += len(texts)
         return new
+
+    def _encode_on_ray(self, unique: dict[bytes, str], bar) -> tuple[dict[bytes, np.ndarray], int]:
+        """The cached rows, and the missing ones embedded as one Ray job and written batch by batch."""
+        from sweep.retrieval.ray_encode import encode_on_ray
+
+        keys = list(unique)
+        found, rows = self.store.get_many(keys)
+        out = dict(zip([k for k, f in zip(keys, found) if f], rows if rows is not None else []))
+        missing = [k for k, f in zip(keys, found) if not f]
+        if not missing:
+            return out, 0
+        t = time.perf_counter()
+        with bar(len(missing)) as b:
+
+            def land(numbers: np.ndarray, vectors: np.ndarray) -> None:
+                done = [missing[i] for i in numbers]
+                self.store.put_many(done, vectors)  # kept, should the job be stopped before the end
+                out.update(zip(done, vectors))
+                b.update(len(done))
+
+            texts = [unique[k] for k in missing]
+            encode_on_ray(texts, self.config, *self.on_workers, self.engine, land)
+        self.stats.seconds += time.perf_counter() - t
+        self.stats.encoded += len(missing)
+        return out, len(missing)
 
 
 def truncated_share(texts: list[str], config: DenseConfig) -> float:
@@ -190,79 +202,3 @@ def truncated_share(texts: list[str], config: DenseConfig) -> float:
         )["input_ids"]
     ]
     return float(np.mean(np.asarray(lengths) > limit))
-
-
-def build_index(vectors: np.ndarray, config: DenseConfig):
-    import faiss
-
-    dim = vectors.shape[1]
-    if config.index == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = config.hnsw_ef_construction
-        index.hnsw.efSearch = config.hnsw_ef_search
-    elif config.index == "ivf":
-        lists = max(1, min(config.ivf_lists, len(vectors) // 39))
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, lists, faiss.METRIC_INNER_PRODUCT)
-        index.train(vectors)
-        index.nprobe = min(config.ivf_probe, lists)
-    else:
-        index = faiss.IndexFlatIP(dim)
-    index.add(vectors)
-    return index
-
-
-class DenseIndex:
-    """Chunk vectors in a FAISS index, built once; ``search`` any number of query batches against it.
-
-    Args:
-        doc_vectors: ``(chunks, dim)`` float32 embeddings.
-        config: the index kind (flat, HNSW, IVF) and its parameters.
-
-    Example:
-        >>> index = DenseIndex(np.eye(2, dtype=np.float32), DenseConfig())
-        >>> index.search(np.array([[0.0, 1.0]], dtype=np.float32), depth=1).ids.tolist()
-        [[1]]
-    """
-
-    def __init__(self, doc_vectors: np.ndarray, config: DenseConfig):
-        self.vectors, self.config = doc_vectors, config
-        self._index = None  # built on the first unfiltered query: filtered ones are scored exactly
-
-    def build(self) -> "DenseIndex":
-        """Build the FAISS index now (a query's latency should not include it); returns itself."""
-        if self._index is None:
-            self._index = build_index(self.vectors, self.config)
-        return self
-
-    def search(self, query_vectors: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> StageResult:
-        """Inner-product search (cosine when normalised). Filtered questions are scored exactly."""
-        n_q = len(query_vectors)
-        ids = np.full((n_q, depth), -1, dtype=np.int64)
-        scores = np.full((n_q, depth), -np.inf, dtype=np.float32)
-        filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.all(axis=1)
-        plain = np.flatnonzero(~filtered)
-        if len(plain):
-            self.build()
-            k = min(depth, len(self.vectors))
-            s, i = self._index.search(np.ascontiguousarray(query_vectors[plain]), k)
-            # FAISS breaks ties arbitrarily; re-sort so ties keep the lower chunk index
-            order = np.lexsort((i, -s), axis=1)
-            i, s = np.take_along_axis(i, order, 1), np.take_along_axis(s, order, 1)
-            s[i < 0] = -np.inf
-            ids[plain, :k], scores[plain, :k] = i, s
-        if filtered.any():
-            rows = np.flatnonzero(filtered)
-            exact = top_k(query_vectors[rows] @ self.vectors.T, depth, allowed[rows])
-            ids[rows], scores[rows] = exact.ids, exact.scores
-        return StageResult(ids, scores)
-
-
-def dense_search(
-    doc_vectors: np.ndarray,
-    query_vectors: np.ndarray,
-    config: DenseConfig,
-    depth: int,
-    allowed: np.ndarray | None,
-) -> StageResult:
-    """Inner-product search of one batch of queries (an index built for it alone)."""
-    return DenseIndex(doc_vectors, config).search(query_vectors, depth, allowed)

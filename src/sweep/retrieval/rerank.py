@@ -27,7 +27,8 @@ from tqdm.auto import tqdm
 from sweep.cache import RowStore, content_key, text_key
 from sweep.config.schema import DenseConfig, RerankConfig
 from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_device, resolve_model
-from sweep.retrieval.dense import Encoder, load_sentence_transformer
+from sweep.retrieval.dense import Encoder
+from sweep.retrieval.embedding import load_sentence_transformer
 from sweep.retrieval.results import StageResult
 
 

@@ -1,0 +1,64 @@
+"""A sentence-transformers model, loaded one way, and the one call that embeds texts with it.
+
+The local encoder (:mod:`sweep.retrieval.dense`) and Ray's actors (:mod:`sweep.retrieval.ray_encode`)
+both load and call the model here, so the two engines give the same vectors.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from sweep.config.schema import DenseConfig
+from sweep.models import check_hub_model, describe_load_failure, resolve_model
+
+
+@lru_cache(maxsize=4)
+def load_sentence_transformer(
+    name: str, max_seq_length: int | None = None, device: str = "cpu", precision: str = "float32"
+):
+    """One obvious way to load a model: folder, packaged alias, or hub name; on a resolved device and float type."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars say nothing a user needs
+    resolved = resolve_model(name)
+    if resolved == name and not Path(name).expanduser().exists():
+        check_hub_model(name)  # seconds, not a minute and a half of download retries
+    try:
+        model = SentenceTransformer(resolved, device=device)
+    except Exception as e:  # noqa: BLE001 - any loading failure becomes a config error naming the model
+        raise describe_load_failure(name, e) from e
+    if precision != "float32":
+        model.to(getattr(torch, precision))
+    if max_seq_length:
+        model.max_seq_length = max_seq_length
+    return model
+
+
+def embed(model, texts: list[str], config: DenseConfig) -> np.ndarray:
+    """``model``'s float32 embeddings of ``texts`` in ``config``'s batches: the one call every engine makes.
+
+    Args:
+        model: a loaded sentence-transformers model.
+        texts: the texts, prefixes applied.
+        config: batch size and normalisation.
+
+    Returns:
+        ``(len(texts), dim)`` float32.
+
+    Example:
+        >>> embed(load_sentence_transformer("minilm-l6"), ["a"], DenseConfig()).shape  # doctest: +SKIP
+        (1, 384)
+    """
+    vectors = model.encode(
+        texts,
+        batch_size=config.batch_size,
+        convert_to_numpy=True,
+        normalize_embeddings=config.normalize,
+        show_progress_bar=False,
+    )
+    return np.asarray(vectors, dtype=np.float32)

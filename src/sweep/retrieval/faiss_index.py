@@ -1,0 +1,88 @@
+"""Dense search: chunk vectors in a FAISS index (flat, HNSW or IVF, their parameters as knobs).
+
+The index is built once per setting and searched for every batch of questions; questions with
+metadata filters are scored exactly against the chunks they may see.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sweep.config.schema import DenseConfig
+from sweep.retrieval.results import StageResult, top_k
+
+
+def build_index(vectors: np.ndarray, config: DenseConfig):
+    import faiss
+
+    dim = vectors.shape[1]
+    if config.index == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = config.hnsw_ef_construction
+        index.hnsw.efSearch = config.hnsw_ef_search
+    elif config.index == "ivf":
+        lists = max(1, min(config.ivf_lists, len(vectors) // 39))
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, lists, faiss.METRIC_INNER_PRODUCT)
+        index.train(vectors)
+        index.nprobe = min(config.ivf_probe, lists)
+    else:
+        index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    return index
+
+
+class DenseIndex:
+    """Chunk vectors in a FAISS index, built once; ``search`` any number of query batches against it.
+
+    Args:
+        doc_vectors: ``(chunks, dim)`` float32 embeddings.
+        config: the index kind (flat, HNSW, IVF) and its parameters.
+
+    Example:
+        >>> index = DenseIndex(np.eye(2, dtype=np.float32), DenseConfig())
+        >>> index.search(np.array([[0.0, 1.0]], dtype=np.float32), depth=1).ids.tolist()
+        [[1]]
+    """
+
+    def __init__(self, doc_vectors: np.ndarray, config: DenseConfig):
+        self.vectors, self.config = doc_vectors, config
+        self._index = None  # built on the first unfiltered query: filtered ones are scored exactly
+
+    def build(self) -> "DenseIndex":
+        """Build the FAISS index now (a query's latency should not include it); returns itself."""
+        if self._index is None:
+            self._index = build_index(self.vectors, self.config)
+        return self
+
+    def search(self, query_vectors: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> StageResult:
+        """Inner-product search (cosine when normalised). Filtered questions are scored exactly."""
+        n_q = len(query_vectors)
+        ids = np.full((n_q, depth), -1, dtype=np.int64)
+        scores = np.full((n_q, depth), -np.inf, dtype=np.float32)
+        filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.all(axis=1)
+        plain = np.flatnonzero(~filtered)
+        if len(plain):
+            self.build()
+            k = min(depth, len(self.vectors))
+            s, i = self._index.search(np.ascontiguousarray(query_vectors[plain]), k)
+            # FAISS breaks ties arbitrarily; re-sort so ties keep the lower chunk index
+            order = np.lexsort((i, -s), axis=1)
+            i, s = np.take_along_axis(i, order, 1), np.take_along_axis(s, order, 1)
+            s[i < 0] = -np.inf
+            ids[plain, :k], scores[plain, :k] = i, s
+        if filtered.any():
+            rows = np.flatnonzero(filtered)
+            exact = top_k(query_vectors[rows] @ self.vectors.T, depth, allowed[rows])
+            ids[rows], scores[rows] = exact.ids, exact.scores
+        return StageResult(ids, scores)
+
+
+def dense_search(
+    doc_vectors: np.ndarray,
+    query_vectors: np.ndarray,
+    config: DenseConfig,
+    depth: int,
+    allowed: np.ndarray | None,
+) -> StageResult:
+    """Inner-product search of one batch of queries (an index built for it alone)."""
+    return DenseIndex(doc_vectors, config).search(query_vectors, depth, allowed)
