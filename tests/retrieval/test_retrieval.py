@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sweep.config.schema import BM25Config, FusionConfig, RerankConfig
 from sweep.pipeline.result import document_run
 from sweep.retrieval import Reranker, StageResult, bm25_search, fuse, top_k
-from sweep.retrieval.bm25 import Analyzer, RankBM25, SparseBM25
+from sweep.retrieval.bm25 import Analyzer, RankBM25, SparseBM25, TermCounts
 
 
 def test_sparse_bm25_equals_rank_bm25_on_scifact(shared_data):
@@ -22,6 +24,47 @@ def test_sparse_bm25_equals_rank_bm25_on_scifact(shared_data):
     ours = SparseBM25(corpus, config).scores(queries)
     reference = RankBM25(corpus, config).scores(queries)
     assert np.abs(ours - reference).max() < 1e-6
+
+
+ANALYSERS = [
+    BM25Config(),
+    BM25Config(stopwords="none", stemming="none"),
+    BM25Config(lowercase=False, stemming="english"),
+]
+
+
+@pytest.mark.parametrize("config", ANALYSERS, ids=["porter", "plain", "cased"])
+def test_whole_corpus_counts_equal_the_token_lists_on_scifact_and_chroma(shared_data, config):
+    """The fast path (ASCII texts through bytes.translate, each word stemmed once) gives the same terms,
+    numbered alike, and the same counts as analysing text by text, so every BM25 score is unchanged."""
+    from sweep.data import load_beir
+
+    scifact = [f"{d.title} {d.text}" for d in load_beir(shared_data / "scifact", "test").documents[:1500]]
+    chroma = [p.read_text() for p in sorted((shared_data / "chroma-chunking").rglob("*.md"))][:3]
+    texts = scifact + [t[i : i + 2000] for t in chroma for i in range(0, len(t), 2000)]
+    assert any(not t.isascii() for t in texts) and any(t.isascii() for t in texts)
+    analyze = Analyzer(config)
+    fast, slow = analyze.counts(texts), TermCounts.from_tokens([analyze(t) for t in texts])
+    assert fast.terms == slow.terms
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(fast.tf, name), getattr(slow.tf, name))
+    cached = TermCounts.from_arrays(fast.arrays())  # what the stage cache gives back
+    assert cached.terms == fast.terms and (cached.tf != fast.tf).nnz == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+        | st.text(alphabet="aAbBcC the_-19\n\t.\x0bé", max_size=40),  # mostly ASCII: the bytes path
+        max_size=6,
+    )
+)
+def test_whole_corpus_counts_equal_the_token_lists_on_any_text(texts):
+    for config in ANALYSERS:
+        analyze = Analyzer(config)
+        fast, slow = analyze.counts(texts), TermCounts.from_tokens([analyze(t) for t in texts])
+        assert fast.terms == slow.terms and (fast.tf != slow.tf).nnz == 0
 
 
 def test_bm25_idf_floor_and_repeated_query_terms_by_hand():

@@ -38,9 +38,10 @@ class Prepared:
     allowed: np.ndarray | None  # (questions, chunks) metadata-filter mask, None when no filters
     has_spans: bool
     key: str
-    inputs_key: str | None = None
+    inputs_key: str | None = None  # the index texts, queries and filters, hashed once (Pipeline._inputs_key)
     rewrites: list[list[str]] = field(default_factory=list)  # per answerable question, for multi_query
     parents: Parents | None = None  # retrieval.expand: parent
+    texts_key: str | None = None  # the index texts alone: BM25's term counts depend on nothing else
 
     @property
     def served(self) -> tuple[ChunkSet, Labels]:

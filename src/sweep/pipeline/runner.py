@@ -17,17 +17,16 @@ import numpy as np
 
 from sweep.cache import StageCache, content_key
 from sweep.chunking import ChunkingConfig
-from sweep.config.schema import DenseConfig, EvalConfig
+from sweep.config.schema import BM25Config, DenseConfig, EvalConfig
 from sweep.data import EvalSet
 from sweep.data.select import load_dataset
 from sweep.errors import ConfigError
-from sweep.metrics import evaluate, span_metrics, standard_metrics
-from sweep.metrics.curve import recall_curve
 from sweep.models import model_identity
 from sweep.pipeline.prepare import Prepared, build_prepared, trial_warnings
-from sweep.pipeline.result import EvalResult, document_run
+from sweep.pipeline.result import EvalResult
+from sweep.pipeline.scoring import score_ranking
 from sweep.retrieval import Encoder, Reranker, StageResult, fuse
-from sweep.retrieval.bm25 import BM25Index
+from sweep.retrieval.bm25 import Analyzer, BM25Index, TermCounts
 from sweep.retrieval.dense import truncated_share
 from sweep.retrieval.expand import expand_to_parents
 from sweep.retrieval.faiss_index import DenseIndex
@@ -55,10 +54,10 @@ class Pipeline:
         self._datasets: dict[str, EvalSet] = {}
         self._stages: dict[str, StageResult] = {}
         self._encoders: dict[str, Encoder] = {}
+        self._kept_arrays: dict[str, dict[str, np.ndarray]] = {}  # term counts, truncation shares
         self._rerankers: dict[str, Reranker] = {}
         self.counters: dict[str, int] = defaultdict(int)
         self._cost: dict[str, float] = {}
-        self._truncation: dict[str, float] = {}
 
     # -- data ------------------------------------------------------------------
     def prepare(self, config: EvalConfig) -> Prepared:
@@ -108,8 +107,25 @@ class Pipeline:
         """What every first stage depends on besides its own settings; hashed once per prepared set."""
         if p.inputs_key is None:
             filters = None if p.allowed is None else content_key(np.packbits(p.allowed).tobytes())
-            p.inputs_key = content_key(content_key(*p.index_texts), content_key(*p.queries), filters)
+            p.texts_key = content_key(*p.index_texts)
+            p.inputs_key = content_key(p.texts_key, content_key(*p.queries), filters)
         return p.inputs_key
+
+    def _kept(self, key: str, compute) -> dict[str, np.ndarray]:
+        """Arrays computed once per key: in memory for this process, in the stage cache for every other."""
+        if key not in self._kept_arrays:
+            found = self.stage_cache.get(key)
+            if found is None:
+                found = compute()
+                self.stage_cache.put(key, found)
+            self._kept_arrays[key] = found
+        return self._kept_arrays[key]
+
+    def _term_counts(self, p: Prepared, c: BM25Config) -> TermCounts:
+        """The chunks' BM25 term counts per analyser (a new k1 or b only reweights them)."""
+        self._inputs_key(p)
+        key = content_key("bm25-terms", p.texts_key, c.lowercase, c.stopwords, c.stemming)
+        return TermCounts.from_arrays(self._kept(key, lambda: Analyzer(c).counts(p.index_texts).arrays()))
 
     def _stage(
         self, name: str, p: Prepared, config: EvalConfig, timings: dict, params, search
@@ -152,7 +168,8 @@ class Pipeline:
         params = (c.model_dump(exclude={"backend"}), rm3 and rm3.model_dump())  # both backends score alike
 
         def search(queries: list[str], allowed) -> StageResult:
-            index = self._index(("bm25", p.key, repr(params)), lambda: BM25Index(p.index_texts, c, rm3))
+            build = lambda: BM25Index(p.index_texts, c, rm3, lambda texts: self._term_counts(p, c))  # noqa: E731
+            index = self._index(("bm25", p.key, repr(params)), build)
             return timed(index.search, queries, n, allowed)
 
         return self._stage("bm25", p, config, timings, params, search)
@@ -249,25 +266,8 @@ class Pipeline:
         deep = self.retrieve(p, config, timings)
         run = deep.head(config.retrieval.top_k)
         t = time.perf_counter()
-        ks = tuple(k for k in config.evaluation.ks if k <= config.retrieval.top_k) or (
-            config.retrieval.top_k,
-        )
-        names = standard_metrics(ks)
-        names += [m for m in extra_metrics if m not in names]
-        chunks, labels = p.served  # small-to-big scores the parents it serves
-        chunk_scores = evaluate(run.ids, labels, names)
-        if p.has_spans:
-            for n in config.evaluation.span_metrics_at:
-                chunk_scores.values.update(span_metrics(run.ids, labels, chunks, n))
-        doc_run = document_run(run.ids, chunks.doc, len(p.eval_set.documents))
-        doc_scores = evaluate(doc_run, p.doc_labels, names)
-        texts = dict(zip(labels.question_ids, p.queries))
-        for s in (chunk_scores, doc_scores):
-            s.texts = texts
-        if config.evaluation.view == "document":
-            curve = recall_curve(document_run(deep.ids, chunks.doc, len(p.eval_set.documents)), p.doc_labels)
-        else:
-            curve = recall_curve(deep.ids, labels)
+        chunks = p.served[0]  # small-to-big scores the parents it serves
+        chunk_scores, doc_scores, curve = score_ranking(p, config, deep, run, extra_metrics)
         timings["metrics"] = time.perf_counter() - t
         counters = {k: v - before.get(k, 0) for k, v in self._totals().items()}
         scores = doc_scores if config.evaluation.view == "document" else chunk_scores
@@ -302,20 +302,12 @@ class Pipeline:
     def truncation(self, p: Prepared, config: EvalConfig) -> float:
         """Share of chunks the dense model truncates, counted once per chunk set and model (cached)."""
         c = config.retrieval.dense
+        self._inputs_key(p)
         key = content_key(
-            "truncated",
-            content_key(*p.index_texts),
-            model_identity(c.model),
-            c.max_seq_length,
-            c.document_prefix,
+            "truncated", p.texts_key, model_identity(c.model), c.max_seq_length, c.document_prefix
         )
-        if key not in self._truncation:
-            found = self.stage_cache.get(key)
-            if found is None:
-                found = {"share": np.array([truncated_share(p.index_texts, c)])}
-                self.stage_cache.put(key, found)
-            self._truncation[key] = float(found["share"][0])
-        return self._truncation[key]
+        found = self._kept(key, lambda: {"share": np.array([truncated_share(p.index_texts, c)])})
+        return float(found["share"][0])
 
 
 def _model_key(error: ConfigError, config: EvalConfig) -> str:
