@@ -457,6 +457,127 @@ def bench_workers() -> dict:
     return {"trials_per_min_1_worker": rates[1], "trials_per_min_2_workers": rates[2]}
 
 
+def bench_sweep_trial(trials: int = 60) -> dict:
+    """Cached BM25 trials inside a sweep, one worker, the embedded stores: the whole loop per trial
+    (Optuna ask/tell, duplicate and surplus checks, MLflow run, metrics and artifacts, progress line).
+
+    Measured as the median gap between consecutive trials' starts (Optuna's own timestamps), after
+    the first 5; the pipeline's share is each trial's own evaluation time (``seconds``)."""
+    import tempfile
+
+    import optuna
+
+    from sweep.tuning.sweep import Sweep
+
+    with tempfile.TemporaryDirectory() as tmp:
+        overrides = [
+            f"cache_dir={tmp}/cache",
+            f"search.trials={trials}",
+            "retrieval.mode=bm25",
+            "search.holdout.fraction=0",
+            "dataset.split=tune",
+            "search.space={retrieval.bm25.k1: {float: [0.5, 1.5], step: 0.05}, retrieval.bm25.b: {float: [0.2, 1.0], step: 0.05},"
+            " retrieval.top_k: {categorical: [10, 20]}}",
+        ]
+        sweep = Sweep(ROOT / "configs" / "hybrid.yaml", overrides, runs_dir=Path(tmp) / "runs", quiet=True)
+        cpu = time.process_time()
+        sweep.run()
+        cpu = time.process_time() - cpu
+        done = sorted(
+            optuna.load_study(study_name="hybrid", storage=sweep.storage).trials, key=lambda t: t.number
+        )
+    gaps = [(b.datetime_start - a.datetime_start).total_seconds() * 1000 for a, b in zip(done[5:], done[6:])]
+    evaluation = statistics.median(t.user_attrs.get("seconds", 0.0) for t in done[5:]) * 1000
+    trial_ms = statistics.median(gaps)
+    print(
+        f"cached BM25 trial inside a sweep ({len(done)} trials, bundled set, SQLite stores): median "
+        f"{trial_ms:.0f} ms wall per trial, of which evaluation {evaluation:.0f} ms; "
+        f"{cpu / len(done) * 1000:.0f} ms CPU per trial over the whole command; "
+        f"{60_000 / trial_ms:.0f} warm trials per minute"
+    )
+    return {
+        "sweep_trial_ms": trial_ms,
+        "trials_per_min_warm": 60_000 / trial_ms,
+        "sweep_trial_eval_ms": evaluation,
+    }
+
+
+SCALE_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[3])
+from sweep.config.load import load_config
+from sweep.pipeline.runner import Pipeline
+config = load_config(sys.argv[1])
+t = time.perf_counter()
+result = Pipeline(config.cache_dir, progress=False).run(config, ["recall@100", "ndcg@10"])
+print(time.perf_counter() - t, result.scores.mean()["ndcg@10"])
+"""
+
+
+def bench_scale(factors: tuple[int, ...] = (1, 4, 16)) -> dict:
+    """Cold BM25 `sweep eval` (load, chunk, tokenise, index, query SciFact's 300 questions, score) on
+    SciFact grown to 4x and 16x its documents by resampling (copies of random abstracts under new
+    ids, so every question's evidence stays in). Each size runs in a fresh process with an empty
+    cache; its time excludes interpreter start-up, its peak RSS is that process's own (wait4)."""
+    import os
+    import subprocess
+    import tempfile
+
+    import yaml
+
+    from sweep.data import load_beir
+
+    full = load_beir(SHARED / "scifact", "test")
+    rng = np.random.default_rng(0)
+    seconds, rss = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        questions = "\n".join(
+            json.dumps(
+                {
+                    "id": q.id,
+                    "text": q.text,
+                    "evidence": [{"doc_id": e.doc_id, "grade": 1} for e in q.evidence],
+                }
+            )
+            for q in full.questions
+        )
+        for f in factors:
+            data = tmp / f"x{f}"
+            data.mkdir()
+            extra = rng.integers(0, len(full.documents), (f - 1) * len(full.documents))
+            with open(data / "corpus.jsonl", "w") as out:
+                for d in full.documents:
+                    out.write(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n")
+                for i, j in enumerate(extra):
+                    d = full.documents[j]
+                    out.write(json.dumps({"id": f"r{i}", "title": d.title, "text": d.text}) + "\n")
+            (data / "questions.jsonl").write_text(questions)
+            cfg = {
+                "dataset": {"loader": "native", "path": str(data)},
+                "retrieval": {"mode": "bm25", "top_k": 100},
+                "cache_dir": str(tmp / f"cache{f}"),
+            }
+            (data / "c.yaml").write_text(yaml.safe_dump(cfg))
+            proc = subprocess.Popen(
+                [sys.executable, "-c", SCALE_CHILD, str(data / "c.yaml"), "", str(ROOT / "src")],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            out = proc.stdout.read()
+            _, status, usage = os.wait4(proc.pid, 0)
+            if status != 0:
+                raise RuntimeError(f"scale {f}x failed: {out}")
+            seconds[f], rss[f] = float(out.split()[0]), usage.ru_maxrss / 1024
+    slope = np.polyfit(np.log(list(seconds)), np.log(list(seconds.values())), 1)[0]
+    print(
+        "BM25 sweep eval, SciFact resampled, cold: "
+        + ", ".join(f"{f}x {seconds[f]:.1f} s / {rss[f]:.0f} MB peak" for f in factors)
+        + f"; time grows as size^{slope:.2f}"
+    )
+    return {"scale_exponent": float(slope), f"peak_rss_mb_{factors[-1]}x": rss[factors[-1]]}
+
+
 def bench_bootstrap(n_q: int = 50_000) -> dict:
     """Peak memory (tracemalloc: NumPy's arrays are traced) of one bootstrap interval and one paired
     randomisation test at 50,000 questions, 10,000 resamples each, and their times."""
@@ -482,6 +603,8 @@ def bench_bootstrap(n_q: int = 50_000) -> dict:
 SECTIONS = {
     "bootstrap": lambda a: bench_bootstrap(),
     "trial": lambda a: bench_warm_trial(),
+    "sweep_trial": lambda a: bench_sweep_trial(),
+    "scale": lambda a: bench_scale(),
     "metrics": lambda a: bench_metrics(a.questions),
     "bm25": lambda a: bench_bm25(),
     "encode": lambda a: bench_encode(),
