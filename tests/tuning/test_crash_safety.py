@@ -60,7 +60,7 @@ def test_four_workers_on_postgresql_run_sixteen_distinct_trials_and_the_baseline
         "duplicate",
         "surplus",
     }
-    assert len({t.user_attrs["worker.pid"] for t in complete}) >= 2  # they shared the work
+    assert len({t.user_attrs["worker"]["pid"] for t in complete}) >= 2  # they shared the work
 
 
 def test_sigkill_at_random_moments_then_resume_leaves_one_finished_run_per_complete_trial(

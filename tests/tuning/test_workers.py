@@ -95,7 +95,7 @@ def test_three_workers_on_postgresql_run_exactly_the_studys_trials(
         t.user_attrs.get("fail_kind") == "duplicate" for t in study.trials if t.state != TrialState.COMPLETE
     )
     assert_consistent(postgres_url, second_postgres_url, 30)
-    pids = {t.user_attrs["worker.pid"] for t in complete}
+    pids = {t.user_attrs["worker"]["pid"] for t in complete}
     assert len(pids) == 3  # all three took part
     assert "[w2]" in proc.stdout and "[w3]" in proc.stdout and "held-out" in proc.stdout
 
@@ -127,7 +127,7 @@ def wait_for_running_trial(
                 store = optuna.storages.get_storage(storage)
             study = optuna.load_study(study_name="sweep", storage=store)
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                if "worker.pid" in t.user_attrs and predicate(t):
+                if "pid" in t.user_attrs.get("worker", {}) and predicate(t):
                     return t
         except Exception as e:  # the study may not exist yet
             last_error = e
@@ -150,8 +150,8 @@ def kill_inside_a_trial(
     is frozen with SIGSTOP, its state read, and it is either killed (inside a stamped trial with its
     parameters drawn) or thawed to run a little further.
     """
-    second = wait_for_running_trial(storage, lambda t: t.user_attrs["worker.pid"] != main.pid, proc=main)
-    pid = second.user_attrs["worker.pid"]
+    second = wait_for_running_trial(storage, lambda t: t.user_attrs["worker"]["pid"] != main.pid, proc=main)
+    pid = second.user_attrs["worker"]["pid"]
     deadline = time.monotonic() + timeout
     store = optuna.storages.get_storage(storage)
     while time.monotonic() < deadline:
@@ -159,8 +159,8 @@ def kill_inside_a_trial(
         study = optuna.load_study(study_name="sweep", storage=store)
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             if (
-                t.user_attrs.get("worker.pid") == pid
-                and t.user_attrs.get("worker.trial") == t.number
+                t.user_attrs.get("worker", {}).get("pid") == pid
+                and t.user_attrs["worker"].get("trial") == t.number
                 and t.params
             ):
                 os.kill(pid, signal.SIGKILL)

@@ -14,8 +14,7 @@ from sweep.outputs.render import trial_lines
 from sweep.outputs.run_view import applicable, flatten
 from sweep.pipeline.result import merge_results
 from sweep.tuning.space import suggest
-from sweep.tuning.storage import HOST_ATTR, PID_ATTR, TRIAL_ATTR
-from sweep.tuning.trials import KIND_ATTR, SESSION_ATTR, best_trial, counts, is_surplus, twin_of
+from sweep.tuning.trials import KIND_ATTR, WORKER_ATTR, best_trial, counts, is_surplus, twin_of
 from sweep.tuning.workers import worker_label
 
 if TYPE_CHECKING:
@@ -26,18 +25,20 @@ class DuplicateTrial(Exception):
     """The sampler proposed a configuration already evaluated (or running): recorded, never re-run."""
 
 
-def objective(sweep: Sweep, trial: optuna.Trial) -> float:
+def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
     """Evaluate one trial. Its MLflow run is created and filled here but closed only after Optuna has
-    recorded the trial (:meth:`_after_trial`); tracking failures never fail the trial."""
+    recorded the trial (:meth:`_after_trial`); tracking failures never fail the trial.
+
+    ``trials``: the study's trials as read when this one started (for the duplicate check)."""
     params = suggest(trial, sweep.search, sweep.baseline_flat)
-    twin = twin_of(trial.study, trial.number, params, sweep.session)
+    twin = twin_of(trials, trial.number, params, sweep.session)
     if twin is not None:
         trial.set_user_attr("duplicate_of", twin.number)
         trial.set_user_attr(KIND_ATTR, "duplicate")
         raise DuplicateTrial(f"repeats trial {twin.number}")
     config = sweep.config_for(params)
     flat = applicable(flatten(config.model_dump(mode="json", exclude={"source"})))
-    worker = f"{sweep.identity[HOST_ATTR]}:{sweep.identity[PID_ATTR]}"
+    worker = f"{sweep.identity['host']}:{sweep.identity['pid']}"
     run_id = sweep.guard.call(
         sweep.tracker.start_trial,
         sweep.parent_id,
@@ -93,21 +94,18 @@ def evaluate(sweep: Sweep, trial: optuna.Trial, config, metrics: list[str], run_
 def run_trial(sweep: Sweep, trial: optuna.Trial) -> float:
     """One trial, isolated: whatever it raises fails this trial only, with the reason in Optuna and MLflow."""
     sweep._lock.release()
-    if is_surplus(trial.study, trial.number, sweep.target):
+    trials = trial.study.get_trials(deepcopy=False)  # one read for the surplus and duplicate checks
+    if is_surplus(trials, trial.number, sweep.target):
         trial.set_user_attr("surplus", True)
         trial.set_user_attr(KIND_ATTR, "surplus")
         raise SweepError("surplus: the study reached its count while this trial started")
-    stale = {k: None for k in ("error", KIND_ATTR, "mlflow_run_id", "means") if k in trial.user_attrs}
-    # the trial number last: until it is set, a retry copy's old (dead) pid is not taken for this trial's
-    for key, value in {
-        **sweep.identity,
-        SESSION_ATTR: sweep.session,
-        **stale,
-        TRIAL_ATTR: trial.number,
-    }.items():
-        trial.set_user_attr(key, value)
+    for key in ("error", KIND_ATTR, "mlflow_run_id", "means"):  # a retry copy's, from the trial it repeats
+        if key in trial.user_attrs:
+            trial.set_user_attr(key, None)
+    # one write: until it lands, a retry copy's old (dead) worker is not taken for this trial's
+    trial.set_user_attr(WORKER_ATTR, {**sweep.identity, "trial": trial.number, "session": sweep.session})
     try:
-        return objective(sweep, trial)
+        return objective(sweep, trial, trials)
     except (optuna.TrialPruned, DuplicateTrial):
         raise
     except Exception as e:
@@ -134,12 +132,13 @@ def after_trial(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTri
 def progress(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     if trial.user_attrs.get(KIND_ATTR) == "surplus":
         return
-    sweep._done = counts(study).done
+    trials = study.get_trials(deepcopy=False)  # one read for the count and the best so far
+    sweep._done = counts(study, trials=trials).done
     for line in trial_lines(
         trial,
         sweep._done,
         sweep.target,
-        best_trial(study),
+        best_trial(study, trials),
         sweep.search.objective,
         sweep.search.extra_objectives,
     ):

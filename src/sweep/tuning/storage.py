@@ -29,10 +29,8 @@ from sweep.errors import SweepError, mask_url
 from sweep.locks import create_whole, first_use_lock
 from sweep.tuning.search import SearchConfig
 from sweep.tuning.space import grid
-from sweep.tuning.trials import worker_seed
+from sweep.tuning.trials import WORKER_ATTR, worker_seed
 from sweep.tuning.workers import AskLock, worker_number
-
-HOST_ATTR, PID_ATTR, START_ATTR, TRIAL_ATTR = "worker.host", "worker.pid", "worker.started", "worker.trial"
 
 
 def embedded_stores(study: str, runs_dir: Path) -> tuple[Path, Path]:
@@ -132,23 +130,24 @@ def process_start(pid: int) -> str | None:
 
 
 def worker_identity() -> dict[str, str | int]:
+    """This process as a trial's ``worker`` attribute records it (with ``trial`` and ``session`` added)."""
     pid = os.getpid()
-    return {HOST_ATTR: socket.gethostname(), PID_ATTR: pid, START_ATTR: process_start(pid) or "unknown"}
+    return {"host": socket.gethostname(), "pid": pid, "started": process_start(pid) or "unknown"}
 
 
 def _dead_here(trial: optuna.trial.FrozenTrial) -> bool:
-    attrs = trial.user_attrs
-    if attrs.get(HOST_ATTR) != socket.gethostname() or PID_ATTR not in attrs:
+    worker = trial.user_attrs.get(WORKER_ATTR) or {}
+    if worker.get("host") != socket.gethostname() or "pid" not in worker:
         return False
-    if attrs.get(TRIAL_ATTR) != trial.number:
+    if worker.get("trial") != trial.number:
         return False  # a retry copy still carries the dead worker's pid until its new worker stamps it
-    started = process_start(int(attrs[PID_ATTR]))
-    return started is None or (started != "unknown" and started != attrs.get(START_ATTR))
+    started = process_start(int(worker["pid"]))
+    return started is None or (started != "unknown" and started != worker.get("started"))
 
 
 def _never_stamped(trial: optuna.trial.FrozenTrial, grace_seconds: float) -> bool:
     """Created but not stamped with its worker for ``grace_seconds``: a live worker stamps it at once."""
-    if trial.user_attrs.get(TRIAL_ATTR) == trial.number or trial.datetime_start is None:
+    if (trial.user_attrs.get(WORKER_ATTR) or {}).get("trial") == trial.number or trial.datetime_start is None:
         return False
     return (
         datetime.now() - trial.datetime_start
@@ -160,7 +159,8 @@ def fail_dead_trials(study: optuna.Study, retries: int, grace_seconds: float) ->
     period, and those no worker ever stamped after ``grace_seconds``. Returns their numbers."""
     failed = []
     storage = study._storage  # Optuna's public API exposes no setter for another process's trial
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for trial in running:
         if not (_dead_here(trial) or _never_stamped(trial, grace_seconds)):
             continue
         try:
@@ -175,7 +175,7 @@ def fail_dead_trials(study: optuna.Study, retries: int, grace_seconds: float) ->
             failed.append(trial.number)
             if retries:
                 RetryHeartbeatStaleTrialCallback(max_retry=retries)(study, storage.get_trial(trial._trial_id))
-    if isinstance(storage, RDBStorage) and storage.is_heartbeat_enabled():
+    if running and isinstance(storage, RDBStorage) and storage.is_heartbeat_enabled():  # none: none stale
         before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
         optuna.storages.fail_stale_trials(study)
         failed += sorted(

@@ -22,7 +22,10 @@ from optuna.trial import TrialState
 from sweep.tuning.search import SearchConfig
 from sweep.tuning.space import suggest, when_holds
 
-SESSION_ATTR, KIND_ATTR = "sweep.session", "fail_kind"
+KIND_ATTR = "fail_kind"
+# who runs a trial, stamped in one write when it starts: host, pid, process start time, the trial's
+# number (a retry copy carries its dead predecessor's until restamped) and the sweep session
+WORKER_ATTR = "worker"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -33,14 +36,19 @@ class Counts:
     failed: int  # trials of this session that raised (not duplicates, not dead workers)
 
 
-def counts(study: optuna.Study, session: str | None = None) -> Counts:
-    """The study's progress; ``failed`` counts only the given session's own trial errors."""
-    trials = study.get_trials(deepcopy=False)
+def session_of(trial: optuna.trial.FrozenTrial) -> str | None:
+    """The sweep session (one run of the command) whose worker last stamped the trial."""
+    return (trial.user_attrs.get(WORKER_ATTR) or {}).get("session")
+
+
+def counts(study: optuna.Study, session: str | None = None, trials: list | None = None) -> Counts:
+    """The study's progress; ``failed`` counts only the given session's own trial errors.
+
+    ``trials`` is a snapshot of the study's trials already read (one storage read serves several checks)."""
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
     done = {_key(t.params) for t in trials if t.state in FINISHED}
     failed = sum(
-        t.state == TrialState.FAIL
-        and t.user_attrs.get(KIND_ATTR) == "error"
-        and t.user_attrs.get(SESSION_ATTR) == session
+        t.state == TrialState.FAIL and t.user_attrs.get(KIND_ATTR) == "error" and session_of(t) == session
         for t in trials
     )
     return Counts(len(done), sum(t.state == TrialState.RUNNING for t in trials), failed)
@@ -51,16 +59,18 @@ def _key(params: dict[str, Any]) -> tuple:
 
 
 def twin_of(
-    study: optuna.Study, number: int, params: dict[str, Any], session: str | None = None
+    trials: list, number: int, params: dict[str, Any], session: str | None = None
 ) -> optuna.trial.FrozenTrial | None:
     """An earlier trial with the same parameters: finished, running (lower number wins), or failed with
-    an error in this session (the same error again would teach nothing; a later run may retry it)."""
+    an error in this session (the same error again would teach nothing; a later run may retry it).
+
+    ``trials``: the study's trials (``study.get_trials(deepcopy=False)``)."""
     key = _key(params)
-    for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.RUNNING, TrialState.FAIL)):
-        if t.number == number or _key(t.params) != key:
+    for t in trials:
+        if t.number == number or t.state == TrialState.WAITING or _key(t.params) != key:
             continue
         if t.state == TrialState.FAIL and not (
-            t.user_attrs.get(KIND_ATTR) == "error" and t.user_attrs.get(SESSION_ATTR) == session
+            t.user_attrs.get(KIND_ATTR) == "error" and session_of(t) == session
         ):
             continue
         if t.state != TrialState.RUNNING or t.number < number:
@@ -68,13 +78,14 @@ def twin_of(
     return None
 
 
-def is_surplus(study: optuna.Study, trial_number: int, target: int) -> bool:
-    """Two machines may start the last trial at once; the one with the higher number stands down."""
-    live = (*FINISHED, TrialState.RUNNING)
+def is_surplus(trials: list, trial_number: int, target: int) -> bool:
+    """Two machines may start the last trial at once; the one with the higher number stands down.
+
+    ``trials``: the study's trials (``study.get_trials(deepcopy=False)``)."""
     ahead = {
         _key(t.params) if t.state in FINISHED else ("running", t.number)
-        for t in study.get_trials(deepcopy=False, states=live)
-        if t.number < trial_number
+        for t in trials
+        if t.number < trial_number and (t.state in FINISHED or t.state == TrialState.RUNNING)
     }
     return len(ahead) >= target
 
@@ -161,6 +172,7 @@ __all__ = [
     "counts",
     "fresh_params",
     "is_surplus",
+    "session_of",
     "space_size",
     "twin_of",
     "worker_seed",
@@ -173,10 +185,11 @@ def best_of(trials: list, maximize: bool):
     return max(trials, key=lambda t: (sign * t.values[0], -t.number)) if trials else None
 
 
-def best_trial(study):
-    """The study's best trial on its primary objective (with several objectives, from the Pareto front)."""
-    import optuna
+def best_trial(study, trials: list | None = None):
+    """The study's best trial on its primary objective (with several objectives, from the Pareto front).
 
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    ``trials``: a snapshot of the study's trials already read, else they are read."""
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
     pool = study.best_trials if len(study.directions) > 1 and complete else complete
     return best_of(pool, study.directions[0] == optuna.study.StudyDirection.MAXIMIZE)
