@@ -33,11 +33,18 @@ ANALYSERS = [
 ]
 
 
+@pytest.mark.parametrize("block_chars", [4_000_000, 7_000], ids=["one-block", "many-blocks"])
 @pytest.mark.parametrize("config", ANALYSERS, ids=["porter", "plain", "cased"])
-def test_whole_corpus_counts_equal_the_token_lists_on_scifact_and_chroma(shared_data, config):
-    """The fast path (ASCII texts through bytes.translate, each word stemmed once) gives the same terms,
-    numbered alike, and the same counts as analysing text by text, so every BM25 score is unchanged."""
+def test_whole_corpus_counts_equal_the_token_lists_on_scifact_and_chroma(
+    shared_data, config, block_chars, monkeypatch
+):
+    """The fast path (ASCII texts through bytes.translate, each word stemmed once, a block of texts at a
+    time) gives the same terms, numbered alike, and the same counts as analysing text by text, so every
+    BM25 score is unchanged."""
+    import sweep.retrieval.bm25 as bm25
     from sweep.data import load_beir
+
+    monkeypatch.setattr(bm25, "BLOCK_CHARS", block_chars)
 
     scifact = [f"{d.title} {d.text}" for d in load_beir(shared_data / "scifact", "test").documents[:1500]]
     chroma = [p.read_text() for p in sorted((shared_data / "chroma-chunking").rglob("*.md"))][:3]
@@ -61,10 +68,19 @@ def test_whole_corpus_counts_equal_the_token_lists_on_scifact_and_chroma(shared_
     )
 )
 def test_whole_corpus_counts_equal_the_token_lists_on_any_text(texts):
-    for config in ANALYSERS:
-        analyze = Analyzer(config)
-        fast, slow = analyze.counts(texts), TermCounts.from_tokens([analyze(t) for t in texts])
-        assert fast.terms == slow.terms and (fast.tf != slow.tf).nnz == 0
+    import sweep.retrieval.bm25 as bm25
+
+    whole = bm25.BLOCK_CHARS
+    try:
+        for block_chars, config in [(whole, c) for c in ANALYSERS] + [(1, ANALYSERS[0]), (30, ANALYSERS[2])]:
+            bm25.BLOCK_CHARS = block_chars  # 1: every text a block of its own
+            analyze = Analyzer(config)
+            fast, slow = analyze.counts(texts), TermCounts.from_tokens([analyze(t) for t in texts])
+            assert (
+                fast.terms == slow.terms and fast.tf.shape == slow.tf.shape and (fast.tf != slow.tf).nnz == 0
+            )
+    finally:
+        bm25.BLOCK_CHARS = whole
 
 
 def test_bm25_idf_floor_and_repeated_query_terms_by_hand():
@@ -91,6 +107,25 @@ def test_bm25_search_returns_only_matching_chunks_and_respects_filters():
     assert r.ids.tolist() == [[0, 1, -1], [2, -1, -1]]
     allowed = np.array([[False, True, True], [True, True, True]])
     assert bm25_search(texts, ["apple", "sky"], config, 3, allowed).ids[0].tolist() == [1, -1, -1]
+
+
+@pytest.mark.parametrize("rm3", [False, True], ids=["plain", "rm3"])
+def test_bm25_query_batches_bounded_by_corpus_size_change_no_result(monkeypatch, rm3):
+    """Queries are scored a few rows at a time on a big corpus (bounded memory); the rows are the same."""
+    import sweep.retrieval.bm25 as bm25
+    from sweep.config.schema import RM3Config
+
+    texts = ["red apple pie", "green apple", "blue sky", "apple sky blue", "red red sky"]
+    queries = ["apple", "sky", "red apple", "blue", "zzz", "pie sky"]
+    allowed = np.ones((len(queries), len(texts)), bool)
+    allowed[2, 0] = allowed[5, 3] = False
+    config, expand = BM25Config(stemming="none"), RM3Config(fb_docs=2, fb_terms=3) if rm3 else None
+    whole = bm25_search(texts, queries, config, 4, allowed, expand)
+    for cells in (len(texts), 2 * len(texts) + 1):  # one query a batch; two, with a short last batch
+        monkeypatch.setattr(bm25, "SCORE_CELLS", cells)
+        batched = bm25_search(texts, queries, config, 4, allowed, expand)
+        assert np.array_equal(batched.ids, whole.ids) and np.array_equal(batched.scores, whole.scores)
+    assert whole.ids[2].tolist()[:1] != [0] and (whole.ids[0] >= 0).sum() == 3
 
 
 def test_top_k_ties_keep_lower_index():

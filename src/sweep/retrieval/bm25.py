@@ -26,6 +26,11 @@ TOKEN = re.compile(r"\w+")
 _WORD = {c for c in range(128) if chr(c).isalnum() or chr(c) == "_"}
 ASCII_WORDS = bytes(c if c in _WORD else 32 for c in range(256))
 ASCII_WORDS_LOWERED = bytes(ord(chr(c).lower()) if c in _WORD else 32 for c in range(256))
+# query rows scored at once: about 40 bytes a (query, chunk) cell while a batch is ranked (the scores,
+# their masked and negated copies, argpartition's indices), so ~160 MB whatever the corpus size
+SCORE_CELLS = 4_000_000
+# characters of text analysed at once when a chunk set's term counts are built (~60 MB of word objects)
+BLOCK_CHARS = 4_000_000
 # Lucene's English stop words, which Anserini's BEIR baselines use
 ENGLISH_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
@@ -60,6 +65,9 @@ class Analyzer:
     def counts(self, texts: list[str]) -> "TermCounts":
         """Every text's term counts, terms numbered in order of first occurrence (as token lists give them).
 
+        Texts are read in blocks of about :data:`BLOCK_CHARS` characters, so the word objects of only one
+        block are alive at a time (a whole 80,000-abstract corpus at once held 1.4 GB of them).
+
         Args:
             texts: the chunk texts.
 
@@ -70,30 +78,54 @@ class Analyzer:
             >>> Analyzer(BM25Config(stemming="none")).counts(["the cat", "cat cat"]).tf.toarray().tolist()
             [[1.0], [2.0]]
         """
+        term_of: dict = {}  # word (bytes from the ASCII path, str otherwise) -> term id, -1 a stop word
+        terms: dict[str, int] = {}  # stem -> term id, numbered in order of first occurrence
+        blocks, start = [], 0
+        while start < len(texts):
+            end, size = start, 0
+            while end < len(texts) and (end == start or size + len(texts[end]) <= BLOCK_CHARS):
+                size, end = size + len(texts[end]), end + 1
+            blocks.append(self._block_counts(texts[start:end], term_of, terms))
+            start = end
+        indptr = np.concatenate([[0], *(np.diff(b.indptr) for b in blocks)]).cumsum()
+        return TermCounts(
+            list(terms),
+            sp.csr_matrix(
+                (
+                    np.concatenate([b.data for b in blocks] or [np.zeros(0)]),
+                    np.concatenate([b.indices for b in blocks] or [np.zeros(0, np.int64)]),
+                    indptr,
+                ),
+                shape=(len(texts), len(terms)),
+            ),
+        )
+
+    def _block_counts(self, texts: list[str], term_of: dict, terms: dict[str, int]) -> sp.csr_matrix:
+        """One block's (texts, terms) counts; words new to ``term_of`` are stemmed (each once) and numbered."""
         table, lower = (ASCII_WORDS_LOWERED, True) if self.lowercase else (ASCII_WORDS, False)
         words_of = [  # an ASCII text's words as bytes: translate and split run in C, three times findall's speed
             t.encode().translate(table).split() if t.isascii() else TOKEN.findall(t.lower() if lower else t)
             for t in texts
         ]
         flat = list(chain.from_iterable(words_of))
-        first: dict = {}  # word -> the position of its first occurrence, filled in one C loop
+        first: dict = {}  # word -> the position of its first occurrence in the block, filled in one C loop
         at = np.fromiter(map(first.setdefault, flat, count()), np.int64, len(flat))
-        words = [w.decode() if isinstance(w, bytes) else w for w in first]  # b"cell" and "cell" meet below
+        new = [w for w in first if w not in term_of]  # in order of first occurrence, as terms are numbered
+        words = [w.decode() if isinstance(w, bytes) else w for w in new]  # b"cell" and "cell" meet below
         kept = [i for i, w in enumerate(words) if w not in self.stopwords]
         stems = [words[i] for i in kept]
         if self._stemmer is not None:
             stems = self._stemmer.stemWords(stems)
-        terms: dict[str, int] = {}  # words in first-occurrence order number their stems in that order
+        term_of.update(zip(new, [-1] * len(new)))
+        for i, stem in zip(kept, stems):
+            term_of[new[i]] = terms.setdefault(stem, len(terms))
         term_at = np.full(len(flat), -1, dtype=np.int64)  # by first position: one gather maps every token
-        term_at[np.fromiter(first.values(), np.int64, len(first))[kept]] = [
-            terms.setdefault(t, len(terms)) for t in stems
-        ]
+        term_at[np.fromiter(first.values(), np.int64, len(first))] = [term_of[w] for w in first]
         token_terms = term_at[at]
         keep = token_terms >= 0
         kept_before = np.concatenate([[0], np.cumsum(keep)])
         ends = np.cumsum(np.fromiter(map(len, words_of), np.int64, len(words_of)))
-        indptr = kept_before[np.concatenate([[0], ends])]
-        return TermCounts.build(list(terms), token_terms[keep], indptr)
+        return TermCounts.build(list(terms), token_terms[keep], kept_before[np.concatenate([[0], ends])]).tf
 
 
 @dataclass
@@ -146,6 +178,7 @@ class SparseBM25:
     def __init__(self, corpus: "TermCounts | list[list[str]]", config: BM25Config):
         counts = corpus if isinstance(corpus, TermCounts) else TermCounts.from_tokens(corpus)
         tf, n_docs = counts.tf, counts.tf.shape[0]
+        self.n_chunks = n_docs
         self.vocab = {t: i for i, t in enumerate(counts.terms)}
         doc_len = np.asarray(tf.sum(axis=1), dtype=np.float64).ravel()  # tokens per chunk (exact integers)
         avgdl = doc_len.mean() if n_docs else 0.0
@@ -191,6 +224,7 @@ class RankBM25:
         from rank_bm25 import BM25Okapi
 
         self.model = BM25Okapi(corpus_tokens, k1=config.k1, b=config.b, epsilon=config.epsilon)
+        self.n_chunks = len(corpus_tokens)
 
     def scores(self, queries_tokens: list[list[str]]) -> np.ndarray:
         return (
@@ -230,13 +264,14 @@ class BM25Index:
         from sweep.retrieval.query import rm3_query_weights
 
         query_tokens = [self.analyze(q) for q in queries]
+        step = max(1, min(1024, SCORE_CELLS // max(self.index.n_chunks, 1)))
         results = []
-        for start in range(0, len(queries), 1024):  # bounded memory: 1024 x chunks scores at a time
-            batch = query_tokens[start : start + 1024]
+        for start in range(0, len(queries), step):
+            batch = query_tokens[start : start + step]
             scores = self.index.scores(batch)
             keep = scores > 0
             if allowed is not None:
-                keep &= allowed[start : start + 1024]
+                keep &= allowed[start : start + step]
             if self.rm3 is not None:
                 fb = top_k(scores, self.rm3.fb_docs, keep)
                 expanded = [
@@ -244,7 +279,7 @@ class BM25Index:
                     for toks, ids, s in zip(batch, fb.ids, fb.scores)
                 ]
                 scores = self.index.weighted_scores(expanded)
-                keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + 1024]
+                keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + step]
             results.append(top_k(scores, depth, keep))
         return StageResult(np.vstack([r.ids for r in results]), np.vstack([r.scores for r in results]))
 
