@@ -578,7 +578,10 @@ from sweep.pipeline.runner import Pipeline
 config = load_config(sys.argv[1])
 t = time.perf_counter()
 result = Pipeline(config.cache_dir, progress=False).run(config, ["recall@100", "ndcg@10"])
-print(time.perf_counter() - t, result.scores.mean()["ndcg@10"])
+seconds = time.perf_counter() - t
+# VmHWM, not ru_maxrss: rusage keeps the forking parent's peak from before exec
+peak_kb = next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(seconds, result.scores.mean()["ndcg@10"], peak_kb)
 """
 
 
@@ -586,8 +589,7 @@ def bench_scale(factors: tuple[int, ...] = (1, 4, 16)) -> dict:
     """Cold BM25 `sweep eval` (load, chunk, tokenise, index, query SciFact's 300 questions, score) on
     SciFact grown to 4x and 16x its documents by resampling (copies of random abstracts under new
     ids, so every question's evidence stays in). Each size runs in a fresh process with an empty
-    cache; its time excludes interpreter start-up, its peak RSS is that process's own (wait4)."""
-    import os
+    cache; its time excludes interpreter start-up, its peak RSS is that process's own (VmHWM)."""
     import subprocess
     import tempfile
 
@@ -633,10 +635,9 @@ def bench_scale(factors: tuple[int, ...] = (1, 4, 16)) -> dict:
                 text=True,
             )
             out = proc.stdout.read()
-            _, status, usage = os.wait4(proc.pid, 0)
-            if status != 0:
+            if proc.wait() != 0:
                 raise RuntimeError(f"scale {f}x failed: {out}")
-            seconds[f], rss[f] = float(out.split()[0]), usage.ru_maxrss / 1024
+            seconds[f], rss[f] = float(out.split()[0]), int(out.split()[2]) / 1024
     slope = np.polyfit(np.log(list(seconds)), np.log(list(seconds.values())), 1)[0]
     print(
         "BM25 sweep eval, SciFact resampled, cold: "

@@ -11,6 +11,12 @@ from sweep.config.schema import BM25Config, FusionConfig, RerankConfig
 from sweep.pipeline.result import document_run
 from sweep.retrieval import Reranker, StageResult, bm25_search, fuse, top_k
 from sweep.retrieval.bm25 import Analyzer, RankBM25, SparseBM25, TermCounts
+from sweep.retrieval.filters import Filters
+
+
+def per_row(mask: np.ndarray) -> Filters:
+    """A (questions, chunks) mask as filters, one per question."""
+    return Filters.build(list(range(len(mask))), lambda i: mask[i])
 
 
 def test_sparse_bm25_equals_rank_bm25_on_scifact(shared_data):
@@ -106,7 +112,7 @@ def test_bm25_search_returns_only_matching_chunks_and_respects_filters():
     r = bm25_search(texts, ["apple", "sky"], config, depth=3)
     assert r.ids.tolist() == [[0, 1, -1], [2, -1, -1]]
     allowed = np.array([[False, True, True], [True, True, True]])
-    assert bm25_search(texts, ["apple", "sky"], config, 3, allowed).ids[0].tolist() == [1, -1, -1]
+    assert bm25_search(texts, ["apple", "sky"], config, 3, per_row(allowed)).ids[0].tolist() == [1, -1, -1]
 
 
 @pytest.mark.parametrize("rm3", [False, True], ids=["plain", "rm3"])
@@ -119,6 +125,7 @@ def test_bm25_query_batches_bounded_by_corpus_size_change_no_result(monkeypatch,
     queries = ["apple", "sky", "red apple", "blue", "zzz", "pie sky"]
     allowed = np.ones((len(queries), len(texts)), bool)
     allowed[2, 0] = allowed[5, 3] = False
+    allowed = per_row(allowed)
     config, expand = BM25Config(stemming="none"), RM3Config(fb_docs=2, fb_terms=3) if rm3 else None
     whole = bm25_search(texts, queries, config, 4, allowed, expand)
     for cells in (len(texts), 2 * len(texts) + 1):  # one query a batch; two, with a short last batch
@@ -126,6 +133,34 @@ def test_bm25_query_batches_bounded_by_corpus_size_change_no_result(monkeypatch,
         batched = bm25_search(texts, queries, config, 4, allowed, expand)
         assert np.array_equal(batched.ids, whole.ids) and np.array_equal(batched.scores, whole.scores)
     assert whole.ids[2].tolist()[:1] != [0] and (whole.ids[0] >= 0).sum() == 3
+
+
+def test_filters_store_one_mask_per_distinct_filter_and_slice_without_copying():
+    masks = {"en": np.array([True, False, True]), "de": np.array([False, True, False])}
+    f = Filters.build(["en", "de", "en", "en"], masks.__getitem__)
+    assert f.masks.shape == (2, 3) and f.group.tolist() == [0, 1, 0, 0]
+    assert f[1:3].dense().tolist() == [[False, True, False], [True, False, True]]
+    assert f[np.array([3, 1])].masks is f.masks and f[np.array([3, 1])].group.tolist() == [0, 1]
+    everything = Filters.build(["all", "en"], lambda k: np.ones(3, bool) if k == "all" else masks[k])
+    assert everything.passes_all().tolist() == [True, False]
+    assert f.key() == Filters.build(["en", "de", "en", "en"], masks.__getitem__).key() != f[1:].key()
+
+
+def test_filtered_dense_questions_are_scored_exactly_in_bounded_batches(monkeypatch):
+    import sweep.retrieval.faiss_index as faiss_index
+    from sweep.config.schema import DenseConfig
+    from sweep.retrieval.faiss_index import DenseIndex
+
+    rng = np.random.default_rng(3)
+    vectors, queries = rng.normal(size=(40, 8)).astype(np.float32), rng.normal(size=(7, 8)).astype(np.float32)
+    mask = rng.random((7, 40)) < 0.5
+    mask[2] = True  # unfiltered: answered by the FAISS index
+    expected = top_k(queries @ vectors.T, 5, mask)  # brute force over the allowed chunks
+    for cells in (faiss_index.SCORE_CELLS, 40, 81):  # all at once; one row a batch; two
+        monkeypatch.setattr(faiss_index, "SCORE_CELLS", cells)
+        got = DenseIndex(vectors, DenseConfig()).search(queries, 5, per_row(mask))
+        assert np.array_equal(got.ids, expected.ids)
+        assert np.allclose(got.scores, expected.scores, atol=1e-5)
 
 
 def test_top_k_ties_keep_lower_index():

@@ -12,6 +12,7 @@ from sweep.chunking.parents import parent_of
 from sweep.config.schema import EvalConfig
 from sweep.data import EvalSet
 from sweep.labels import HitRule, Labels, resolve_labels
+from sweep.retrieval.filters import Filters
 
 TRUNCATION_WARN = 0.05  # a share of truncated chunks worth a warning
 
@@ -35,7 +36,7 @@ class Prepared:
     labels: Labels
     doc_labels: Labels
     queries: list[str]  # answerable questions, in label order
-    allowed: np.ndarray | None  # (questions, chunks) metadata-filter mask, None when no filters
+    allowed: Filters | None  # each question's metadata filter over the chunks, None when no filters
     has_spans: bool
     key: str
     inputs_key: str | None = None  # the index texts, queries and filters, hashed once (Pipeline._inputs_key)
@@ -93,11 +94,9 @@ def build_prepared(
     answerable, _ = eval_set.answerable(threshold)
     allowed = None
     if any(q.filters for q in answerable):
-        allowed = np.ones((len(answerable), len(chunks)), dtype=bool)
-        for i, q in enumerate(answerable):
-            for k, v in q.filters.items():
-                ok = np.array([docs[d].metadata.get(k) == v for d in range(len(docs))], dtype=bool)
-                allowed[i] &= ok[chunks.doc]
+        keys = [repr(sorted(q.filters.items())) for q in answerable]  # values may be lists: keyed by repr
+        by_key = dict(zip(keys, (q.filters for q in answerable)))
+        allowed = Filters.build(keys, lambda key: passing_chunks(docs, chunks, by_key[key]))
     has_spans = any(e.start is not None for q in answerable for e in q.evidence)
     parents = None
     if (e := config.retrieval.expand).to == "parent":
@@ -146,3 +145,24 @@ def trial_warnings(p: Prepared, config: EvalConfig, share: float | None) -> list
 
 
 __all__ = ["Parents", "Prepared", "TRUNCATION_WARN", "build_prepared", "trial_warnings"]
+
+
+def passing_chunks(documents, chunks: ChunkSet, filters: dict) -> np.ndarray:
+    """The chunks whose document's metadata has every ``filters`` key at its value (bool, per chunk).
+
+    Args:
+        documents: the corpus, indexed as ``chunks.doc`` indexes it.
+        chunks: the chunk set.
+        filters: metadata key -> required value.
+
+    Returns:
+        A bool array over the chunks.
+
+    Example:
+        >>> passing_chunks(eval_set.documents, chunks, {"lang": "en"}).sum()  # doctest: +SKIP
+        812
+    """
+    ok = np.ones(len(documents), dtype=bool)
+    for name, value in filters.items():
+        ok &= np.array([d.metadata.get(name) == value for d in documents], dtype=bool)
+    return ok[chunks.doc]

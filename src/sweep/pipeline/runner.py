@@ -106,7 +106,7 @@ class Pipeline:
     def _inputs_key(self, p: Prepared) -> str:
         """What every first stage depends on besides its own settings; hashed once per prepared set."""
         if p.inputs_key is None:
-            filters = None if p.allowed is None else content_key(np.packbits(p.allowed).tobytes())
+            filters = None if p.allowed is None else p.allowed.key()
             p.texts_key = content_key(*p.index_texts)
             p.inputs_key = content_key(p.texts_key, content_key(*p.queries), filters)
         return p.inputs_key

@@ -19,16 +19,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from sweep.config.schema import BM25Config
-from sweep.retrieval.results import StageResult, top_k
+from sweep.retrieval.filters import Filters
+from sweep.retrieval.results import SCORE_CELLS, StageResult, top_k
 
 TOKEN = re.compile(r"\w+")
 # bytes.translate tables: ASCII word characters (what \w matches below 128) kept, or lowercased; the rest blank
 _WORD = {c for c in range(128) if chr(c).isalnum() or chr(c) == "_"}
 ASCII_WORDS = bytes(c if c in _WORD else 32 for c in range(256))
 ASCII_WORDS_LOWERED = bytes(ord(chr(c).lower()) if c in _WORD else 32 for c in range(256))
-# query rows scored at once: about 40 bytes a (query, chunk) cell while a batch is ranked (the scores,
-# their masked and negated copies, argpartition's indices), so ~160 MB whatever the corpus size
-SCORE_CELLS = 4_000_000
 # characters of text analysed at once when a chunk set's term counts are built (~60 MB of word objects)
 BLOCK_CHARS = 4_000_000
 # Lucene's English stop words, which Anserini's BEIR baselines use
@@ -259,8 +257,8 @@ class BM25Index:
         else:
             self.index = SparseBM25((counts or self.analyze.counts)(chunk_texts), config)
 
-    def search(self, queries: list[str], depth: int, allowed: np.ndarray | None = None) -> StageResult:
-        """Top ``depth`` chunks per query (``allowed``: a (queries, chunks) mask); RM3 adds a second pass."""
+    def search(self, queries: list[str], depth: int, allowed: Filters | None = None) -> StageResult:
+        """Top ``depth`` chunks per query (``allowed``: the chunks each may return); RM3 adds a second pass."""
         from sweep.retrieval.query import rm3_query_weights
 
         query_tokens = [self.analyze(q) for q in queries]
@@ -271,7 +269,7 @@ class BM25Index:
             scores = self.index.scores(batch)
             keep = scores > 0
             if allowed is not None:
-                keep &= allowed[start : start + step]
+                keep &= allowed[start : start + step].dense()
             if self.rm3 is not None:
                 fb = top_k(scores, self.rm3.fb_docs, keep)
                 expanded = [
@@ -279,7 +277,7 @@ class BM25Index:
                     for toks, ids, s in zip(batch, fb.ids, fb.scores)
                 ]
                 scores = self.index.weighted_scores(expanded)
-                keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + step]
+                keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + step].dense()
             results.append(top_k(scores, depth, keep))
         return StageResult(np.vstack([r.ids for r in results]), np.vstack([r.scores for r in results]))
 
@@ -289,7 +287,7 @@ def bm25_search(
     queries: list[str],
     config: BM25Config,
     depth: int,
-    allowed: np.ndarray | None = None,
+    allowed: Filters | None = None,
     rm3=None,
 ) -> StageResult:
     """Top ``depth`` chunks per query; with ``rm3`` (an RM3Config) a second, expanded pass."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from sweep.config.schema import DenseConfig
-from sweep.retrieval.results import StageResult, top_k
+from sweep.retrieval.filters import Filters
+from sweep.retrieval.results import SCORE_CELLS, StageResult, top_k
 
 
 def build_index(vectors: np.ndarray, config: DenseConfig):
@@ -54,12 +55,12 @@ class DenseIndex:
             self._index = build_index(self.vectors, self.config)
         return self
 
-    def search(self, query_vectors: np.ndarray, depth: int, allowed: np.ndarray | None = None) -> StageResult:
+    def search(self, query_vectors: np.ndarray, depth: int, allowed: Filters | None = None) -> StageResult:
         """Inner-product search (cosine when normalised). Filtered questions are scored exactly."""
         n_q = len(query_vectors)
         ids = np.full((n_q, depth), -1, dtype=np.int64)
         scores = np.full((n_q, depth), -np.inf, dtype=np.float32)
-        filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.all(axis=1)
+        filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.passes_all()
         plain = np.flatnonzero(~filtered)
         if len(plain):
             self.build()
@@ -71,9 +72,12 @@ class DenseIndex:
             s[i < 0] = -np.inf
             ids[plain, :k], scores[plain, :k] = i, s
         if filtered.any():
-            rows = np.flatnonzero(filtered)
-            exact = top_k(query_vectors[rows] @ self.vectors.T, depth, allowed[rows])
-            ids[rows], scores[rows] = exact.ids, exact.scores
+            filtered_rows = np.flatnonzero(filtered)
+            step = max(1, SCORE_CELLS // max(len(self.vectors), 1))  # a batch of (rows, chunks) at a time
+            for start in range(0, len(filtered_rows), step):
+                rows = filtered_rows[start : start + step]
+                exact = top_k(query_vectors[rows] @ self.vectors.T, depth, allowed[rows].dense())
+                ids[rows], scores[rows] = exact.ids, exact.scores
         return StageResult(ids, scores)
 
 
@@ -82,7 +86,7 @@ def dense_search(
     query_vectors: np.ndarray,
     config: DenseConfig,
     depth: int,
-    allowed: np.ndarray | None,
+    allowed: Filters | None,
 ) -> StageResult:
     """Inner-product search of one batch of queries (an index built for it alone)."""
     return DenseIndex(doc_vectors, config).search(query_vectors, depth, allowed)

@@ -48,7 +48,7 @@ def stage_queries(questions: list[str], rewrites: list[list[str]], allowed, q, c
     Args:
         questions: the questions' texts.
         rewrites: each question's own rewrites (multi_query).
-        allowed: the (questions, chunks) filter mask, or None.
+        allowed: the questions' :class:`~sweep.retrieval.filters.Filters`, or None.
         q: the ``retrieval.query`` section.
         cache_dir: where plug-in and LLM answers are kept.
 

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# query rows scored at once: about 40 bytes a (query, chunk) cell while a batch is ranked (the scores,
+# their masked and negated copies, argpartition's indices), so ~160 MB whatever the corpus size
+SCORE_CELLS = 4_000_000
+
 
 @dataclass
 class StageResult:

@@ -18,7 +18,9 @@ import numpy as np
 
 from sweep.config.load import load_config
 from sweep.config.schema import EvalConfig
+from sweep.pipeline.prepare import passing_chunks
 from sweep.pipeline.runner import Pipeline
+from sweep.retrieval.filters import Filters
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ class Retriever:
         p = self._prepared
         allowed = None
         if filters and any(filters):
-            allowed = np.stack([self._allowed(f) for f in filters])
+            keys = [tuple(sorted((f or {}).items(), key=lambda kv: kv[0])) for f in filters]
+            allowed = Filters.build(keys, self._allowed)
         served = dataclasses.replace(
             p,
             queries=list(texts),
@@ -147,14 +150,10 @@ class Retriever:
         ranking = self.pipeline.retrieve(served, self.config, {}).head(k or self.config.retrieval.top_k)
         return [self._hits(ids, scores) for ids, scores in zip(ranking.ids, ranking.scores)]
 
-    def _allowed(self, filters: Mapping[str, Any] | None) -> np.ndarray:
-        key = tuple(sorted((filters or {}).items(), key=lambda kv: kv[0]))
+    def _allowed(self, key: tuple) -> np.ndarray:
+        """The chunks one filter (its sorted items) lets through, computed once per filter."""
         if key not in self._filters:
-            chunks, docs = self._prepared.chunks, self.documents
-            ok = np.ones(len(docs), dtype=bool)
-            for name, value in key:
-                ok &= np.array([d.metadata.get(name) == value for d in docs], dtype=bool)
-            self._filters[key] = ok[chunks.doc]
+            self._filters[key] = passing_chunks(self.documents, self._prepared.chunks, dict(key))
         return self._filters[key]
 
     def _hits(self, ids: np.ndarray, scores: np.ndarray) -> list[Hit]:
