@@ -64,6 +64,40 @@ def text_key(text: str) -> bytes:
     return hashlib.sha1(text.encode("utf-8")).digest()
 
 
+def array_bytes(value) -> int:
+    """What a cached value's arrays occupy: a dict of arrays, or anything with ``arrays()`` (a StageResult).
+
+    Args:
+        value: the value.
+
+    Returns:
+        Its arrays' bytes (at least 1, as ``cachetools`` sizes must be positive).
+
+    Example:
+        >>> array_bytes({"ids": np.zeros(4, np.int64)})
+        32
+    """
+    arrays = value if isinstance(value, dict) else value.arrays()
+    return max(1, sum(a.nbytes for a in arrays.values()))
+
+
+def keep_in_memory(cache, key, value) -> None:
+    """``cache[key] = value`` unless the value alone outgrows the bounded ``cache`` (it is on disk anyway).
+
+    Args:
+        cache: a ``cachetools`` cache with ``maxsize`` and ``getsizeof``.
+        key: the key.
+        value: the value.
+
+    Example:
+        >>> from cachetools import LRUCache
+        >>> c = LRUCache(16, getsizeof=array_bytes); keep_in_memory(c, "big", {"a": np.zeros(4)}); len(c)
+        0
+    """
+    if cache.getsizeof(value) <= cache.maxsize:
+        cache[key] = value
+
+
 class CorruptEntry(Exception):
     pass
 

@@ -238,3 +238,19 @@ def test_semantic_chunking_embeds_sentences_once_through_the_cache(fixture_confi
     again = Pipeline(config.cache_dir, progress=False).run(config)  # a new process's view
     assert again.counters["texts_encoded"] == 0 and again.counters["texts_from_cache"] > 0
     assert again.chunks.texts == first.chunks.texts and again.scores.mean() == first.scores.mean()
+
+
+def test_a_long_sweeps_memory_is_bounded_and_evicted_work_gives_the_same_numbers(tiny, monkeypatch):
+    """Prepared chunkings and stage results are kept in bounded LRUs; what falls out is rebuilt (chunks)
+    or read back from disk (stage results) with the same scores."""
+    import sweep.pipeline.runner as runner
+
+    monkeypatch.setattr(runner, "ARRAYS_KEPT_BYTES", 1)  # no stage result fits: each comes from disk
+    sizes = [4, 5, 6, 7, 8]
+    configs = [load_config(tiny, ["retrieval.mode=bm25", f"chunking.size={s}", "chunking.overlap=1"]) for s in sizes]
+    pipeline = Pipeline(configs[0].cache_dir)
+    first = [pipeline.run(c).scores.mean() for c in configs]
+    assert len(pipeline._prepared) == runner.PREPARED_KEPT < len(sizes) and len(pipeline._stages) == 0
+    again = pipeline.run(configs[0])  # its chunks were evicted: rebuilt, its BM25 ranking read from disk
+    assert again.scores.mean() == first[0] and pipeline.counters["bm25_disk_hits"] == 1
+    assert len({tuple(sorted(m.items())) for m in first}) > 1  # the chunkings differ, so eviction was tested

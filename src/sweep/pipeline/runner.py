@@ -14,8 +14,9 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from cachetools import LRUCache
 
-from sweep.cache import StageCache, content_key
+from sweep.cache import StageCache, array_bytes, content_key, keep_in_memory
 from sweep.chunking import ChunkingConfig
 from sweep.config.schema import BM25Config, DenseConfig, EvalConfig
 from sweep.data import EvalSet
@@ -33,6 +34,9 @@ from sweep.retrieval.faiss_index import DenseIndex
 from sweep.retrieval.query import llm_queries, rocchio, rrf_by_owner, stage_queries
 from sweep.retrieval.results import timed
 
+PREPARED_KEPT = 3  # chunkings whose prepared data stay in memory
+ARRAYS_KEPT_BYTES = 1 << 30  # stage results, and term counts, each kept up to 1 GiB
+
 
 class Pipeline:
     """Runs configurations, keeping prepared data, encoders and stage outputs between runs."""
@@ -49,12 +53,16 @@ class Pipeline:
         self.lenient = lenient
         self.progress = progress
         self.label = ""  # what the progress bars are for, e.g. "trial 7" in a sweep
-        self._prepared: dict[str, Prepared] = {}
-        self._subsets: dict[tuple, Prepared] = {}
+        # bounded, least recently used first out, so a long sweep's memory stays flat: a chunking's
+        # prepared set (chunks, texts, labels) is rebuilt when it returns, stage results come from disk
+        self._prepared: LRUCache[str, Prepared] = LRUCache(PREPARED_KEPT)
+        self._subsets: LRUCache[tuple, Prepared] = LRUCache(4 * PREPARED_KEPT)
         self._datasets: dict[str, EvalSet] = {}
-        self._stages: dict[str, StageResult] = {}
+        self._stages: LRUCache[str, StageResult] = LRUCache(ARRAYS_KEPT_BYTES, getsizeof=array_bytes)
         self._encoders: dict[str, Encoder] = {}
-        self._kept_arrays: dict[str, dict[str, np.ndarray]] = {}  # term counts, truncation shares
+        self._kept_arrays: LRUCache = LRUCache(
+            ARRAYS_KEPT_BYTES, getsizeof=array_bytes
+        )  # BM25 term counts etc.
         self._rerankers: dict[str, Reranker] = {}
         self.counters: dict[str, int] = defaultdict(int)
         self._cost: dict[str, float] = {}
@@ -92,7 +100,7 @@ class Pipeline:
                 self.counters[f"{name}_computed"] += 1
                 result = compute()  # its compute_seconds set by the stage's search (timed)
                 self.stage_cache.put(key, result.arrays())
-            self._stages[key] = result
+            keep_in_memory(self._stages, key, result)
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
         self._cost[name] = result.compute_seconds
         return result
@@ -113,13 +121,14 @@ class Pipeline:
 
     def _kept(self, key: str, compute) -> dict[str, np.ndarray]:
         """Arrays computed once per key: in memory for this process, in the stage cache for every other."""
-        if key not in self._kept_arrays:
+        found = self._kept_arrays.get(key)
+        if found is None:
             found = self.stage_cache.get(key)
             if found is None:
                 found = compute()
                 self.stage_cache.put(key, found)
-            self._kept_arrays[key] = found
-        return self._kept_arrays[key]
+            keep_in_memory(self._kept_arrays, key, found)
+        return found
 
     def _term_counts(self, p: Prepared, c: BM25Config) -> TermCounts:
         """The chunks' BM25 term counts per analyser (a new k1 or b only reweights them)."""
