@@ -247,7 +247,9 @@ def test_a_long_sweeps_memory_is_bounded_and_evicted_work_gives_the_same_numbers
 
     monkeypatch.setattr(runner, "ARRAYS_KEPT_BYTES", 1)  # no stage result fits: each comes from disk
     sizes = [4, 5, 6, 7, 8]
-    configs = [load_config(tiny, ["retrieval.mode=bm25", f"chunking.size={s}", "chunking.overlap=1"]) for s in sizes]
+    configs = [
+        load_config(tiny, ["retrieval.mode=bm25", f"chunking.size={s}", "chunking.overlap=1"]) for s in sizes
+    ]
     pipeline = Pipeline(configs[0].cache_dir)
     first = [pipeline.run(c).scores.mean() for c in configs]
     assert len(pipeline._prepared) == runner.PREPARED_KEPT < len(sizes) and len(pipeline._stages) == 0
