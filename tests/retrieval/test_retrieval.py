@@ -89,6 +89,23 @@ def test_whole_corpus_counts_equal_the_token_lists_on_any_text(texts):
         bm25.BLOCK_CHARS = whole
 
 
+TRICKY = [
+    "ΟΔΟΣ.Α and ΟΔΟΣ. Α",  # final sigma: its lowercase depends on the letters beyond the full stop
+    "ΑΣ'Β ΑΣ",
+    "\u212a kelvin K",  # KELVIN SIGN lowercases to an ASCII k
+    "İstanbul naïve–café x\u00a0y a\u0301b",  # dotted capital I, en dash, no-break space, combining accent
+    "Ⅻ ½ ²³ 東京 tōkyō_x",
+]
+
+
+@pytest.mark.parametrize("config", ANALYSERS, ids=["porter", "plain", "cased"])
+def test_non_ascii_texts_split_in_bytes_give_the_regex_words(config):
+    analyze = Analyzer(config)
+    fast, slow = analyze.counts(TRICKY), TermCounts.from_tokens([analyze(t) for t in TRICKY])
+    assert fast.terms == slow.terms and (fast.tf != slow.tf).nnz == 0
+    assert ("ς" in "".join(fast.terms)) == config.lowercase  # the final-sigma case was exercised
+
+
 def test_bm25_idf_floor_and_repeated_query_terms_by_hand():
     # 3 docs; "a" is in all of them: idf = ln(0.5/3.5) < 0, floored at 0.25 * mean idf
     docs = [["a", "b"], ["a", "c"], ["a", "b", "c", "d"]]

@@ -27,6 +27,9 @@ TOKEN = re.compile(r"\w+")
 _WORD = {c for c in range(128) if chr(c).isalnum() or chr(c) == "_"}
 ASCII_WORDS = bytes(c if c in _WORD else 32 for c in range(256))
 ASCII_WORDS_LOWERED = bytes(ord(chr(c).lower()) if c in _WORD else 32 for c in range(256))
+# the same, keeping UTF-8's high bytes: a non-ASCII text splits at its ASCII non-word characters
+MIXED_WORDS = bytes(c if c in _WORD or c >= 128 else 32 for c in range(256))
+MIXED_WORDS_LOWERED = bytes(ord(chr(c).lower()) if c in _WORD else c if c >= 128 else 32 for c in range(256))
 # characters of text analysed at once when a chunk set's term counts are built (~60 MB of word objects)
 BLOCK_CHARS = 4_000_000
 # Lucene's English stop words, which Anserini's BEIR baselines use
@@ -98,12 +101,29 @@ class Analyzer:
             ),
         )
 
+    def _mixed_words(self, text: str) -> list:
+        """A non-ASCII text's words: split at ASCII non-word bytes in C, and only the pieces holding other
+        characters through the regex (lowercased alone: no character's lowercase depends on its
+        neighbours except a capital sigma's, so texts with one take the regex whole)."""
+        if self.lowercase and "\u03a3" in text:
+            return TOKEN.findall(text.lower())
+        pieces = text.encode().translate(MIXED_WORDS_LOWERED if self.lowercase else MIXED_WORDS).split()
+        mixed = [i for i, piece in enumerate(pieces) if not piece.isascii()]
+        if not mixed:
+            return pieces
+        words, done = [], 0
+        for i in mixed:
+            words += pieces[done:i]
+            piece = pieces[i].decode()
+            words += TOKEN.findall(piece.lower() if self.lowercase else piece)
+            done = i + 1
+        return words + pieces[done:]
+
     def _block_counts(self, texts: list[str], term_of: dict, terms: dict[str, int]) -> sp.csr_matrix:
         """One block's (texts, terms) counts; words new to ``term_of`` are stemmed (each once) and numbered."""
-        table, lower = (ASCII_WORDS_LOWERED, True) if self.lowercase else (ASCII_WORDS, False)
+        table = ASCII_WORDS_LOWERED if self.lowercase else ASCII_WORDS
         words_of = [  # an ASCII text's words as bytes: translate and split run in C, three times findall's speed
-            t.encode().translate(table).split() if t.isascii() else TOKEN.findall(t.lower() if lower else t)
-            for t in texts
+            t.encode().translate(table).split() if t.isascii() else self._mixed_words(t) for t in texts
         ]
         flat = list(chain.from_iterable(words_of))
         first: dict = {}  # word -> the position of its first occurrence in the block, filled in one C loop
