@@ -13,63 +13,16 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 from mlflow.entities import Metric, Param, RunTag
 
-from sweep.analysis.diagnostics import describe, diagnose
 from sweep.errors import SweepError, mask_url
 from sweep.locks import create_whole, first_use_lock
-from sweep.metrics.runfiles import write_run
+from sweep.outputs.mlflow_client import RetryingClient, TrackingUnavailable
 from sweep.outputs.plots import recall_plot_png
-from sweep.outputs.run_view import applicable, default_artifact_location, flatten, mlflow_name
-from sweep.pipeline.result import EvalResult
+from sweep.outputs.run_view import default_artifact_location
+from sweep.outputs.trial_log import TrialLog
 
 PARENT_TAG = "sweep.study"
-
-
-class TrackingUnavailable(SweepError):
-    """MLflow did not answer within the retry window; the sweep goes on and logs the run later."""
-
-
-class RetryingClient:
-    """An ``MlflowClient`` whose every call is retried with bounded exponential backoff.
-
-    Once a call has failed for ``retry_seconds`` the client is *offline*: later calls fail at once
-    (a sweep must not wait a minute per call while the server is down) until :meth:`probe` finds
-    the server answering again.
-    """
-
-    def __init__(self, client, retry_seconds: float):
-        self._client, self.retry_seconds, self.offline = client, retry_seconds, False
-
-    def probe(self) -> bool:
-        """One quick call; True (and online again) when the store answers."""
-        try:
-            self._client.search_experiments(max_results=1)
-        except Exception:  # noqa: BLE001 - any failure means "not yet"
-            return False
-        self.offline = False
-        return True
-
-    def __getattr__(self, name: str):
-        method = getattr(self._client, name)
-
-        def call(*args, **kwargs):
-            deadline, delay = time.monotonic() + self.retry_seconds, 0.25
-            while True:
-                try:
-                    return method(*args, **kwargs)
-                except (TypeError, AttributeError, NameError):
-                    raise  # our bug, not the server's
-                except Exception as e:  # noqa: BLE001 - connection, HTTP 5xx, a locked SQLite file...
-                    if self.offline or time.monotonic() + delay > deadline:
-                        self.offline = True
-                        reason = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
-                        raise TrackingUnavailable(f"MLflow does not answer ({name}: {reason})") from e
-                    time.sleep(delay)
-                    delay = min(2 * delay, 8.0)
-
-        return call
 
 
 class Tracker:
@@ -123,7 +76,7 @@ class Tracker:
             ) from None
         self.client.retry_seconds = retry_seconds
         self.tracking_uri = tracking_uri
-        self._logged: dict[str, set[str]] = {}  # run id -> parameters logged when its trial started
+        self.runs: dict[int, str] = {}  # trial number -> its open run, between start_trial and close_trial
 
     @property
     def offline(self) -> bool:
@@ -166,7 +119,9 @@ class Tracker:
     def start_trial(
         self, parent_id: str, number: int, params: dict, objective: str, tags: dict[str, str] | None = None
     ) -> str:
-        """A RUNNING child run per trial, created when the trial starts so the UI shows work in progress."""
+        """A RUNNING child run per trial, created when the trial starts so the UI shows work in progress
+        (its name holds the searched values; parameters come with the metrics, in one batch). Later calls
+        name the trial by its number."""
         short = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in params.items())[:200]
         run = self.client.create_run(
             self.experiment_id,
@@ -179,59 +134,27 @@ class Tracker:
                 **(tags or {}),
             },
         )
-        self.log_batches(run.info.run_id, [], [Param(k, str(v)[:6000]) for k, v in params.items()])
-        self._logged[run.info.run_id] = set(params)
+        self.runs[number] = run.info.run_id
         return run.info.run_id
 
-    def log_trial(
-        self, rid: str, number: int, result: EvalResult | None, value: float, means: dict[str, float]
-    ) -> None:
-        """Metrics, the full configuration and artifacts. The run stays RUNNING: :meth:`end_trial` closes
-        it once Optuna has recorded the trial, so a kill in between never leaves a finished run for a
-        trial that is then retried."""
-        now = int(time.time() * 1000)
-        metrics = [Metric(mlflow_name(k), float(v), now, 0) for k, v in means.items()]
-        metrics.append(Metric("objective", float(value), now, 0))
-        logged_params: list[Param] = []
-        if result is not None:
-            config = result.config.model_dump(mode="json", exclude={"source"})
-            logged = self._logged.pop(rid, set())
-            logged_params = [
-                Param(k, str(v)[:6000]) for k, v in applicable(flatten(config)).items() if k not in logged
-            ]
-            metrics += [
-                Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in result.doc_scores.mean().items()
-            ]
-            metrics += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in result.timings.items()]
-            if result.encode_texts_per_s is not None:  # what a GPU (or a bigger batch) bought
-                metrics.append(Metric("encode_texts_per_s", result.encode_texts_per_s, now, 0))
-            if result.dense_truncated_share is not None:
-                metrics.append(Metric("dense_truncated_share", result.dense_truncated_share, now, 0))
-            # one metric, one step per k: MLflow's chart of it is the recall@k curve
-            metrics += [
-                Metric("recall_curve", float(v), now, k) for k, v in enumerate(result.recall_curve, 1)
-            ]
-        tags = (
-            [RunTag(f"sweep.cache.{k}", str(v)) for k, v in result.counters.items()]
-            if result is not None
-            else []
-        )
-        self.log_batches(rid, metrics, logged_params, tags)  # counters are tags: not results to chart
-        if result is not None:
+    def log_trial(self, log: TrialLog) -> None:
+        """Metrics, the full configuration and artifacts of the trial :meth:`start_trial` opened (nothing
+        when it has no run). The run stays RUNNING: :meth:`close_trial` closes it once Optuna has
+        recorded the trial, so a kill in between never leaves a finished run for a trial then retried."""
+        rid = self.runs.get(log.number)
+        if rid is None:
+            return
+        metrics = log.metrics(now=int(time.time() * 1000))
+        self.log_batches(rid, metrics, log.params(set()), log.tags())
+        if log.scores is not None:
             with tempfile.TemporaryDirectory() as tmp:
-                tmp = Path(tmp)
-                (tmp / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-                result.scores.write_json(tmp / "scores.json")  # what `sweep compare RUN_ID ...` reads
-                write_run(
-                    tmp / "run.trec", result.ranking(), tag=f"trial-{number}"
-                )  # trec_eval-ready ranking
-                (tmp / "diagnosis.txt").write_text(
-                    describe(
-                        diagnose(result.recall_curve, result.scores.mean(), result.config.retrieval.top_k)
-                    )
-                    + "\n"
-                )
-                self.client.log_artifacts(rid, str(tmp))
+                log.write_artifacts(Path(tmp))
+                self.client.log_artifacts(rid, tmp)
+
+    def close_trial(self, number: int, state: str, reason: str | None = None) -> None:
+        """:meth:`end_trial` for the run of trial ``number`` (nothing when it has none)."""
+        if (rid := self.runs.pop(number, None)) is not None:
+            self.end_trial(rid, state, reason)
 
     def log_batches(self, rid: str, metrics: list[Metric], params: list[Param] = (), tags: list = ()) -> None:
         """As few ``log_batch`` calls as MLflow's limits allow (each call is a round trip and a commit):
@@ -259,9 +182,22 @@ class Tracker:
 
     def end_trial(self, rid: str, state: str, reason: str | None = None) -> None:
         """complete → FINISHED; failed → FAILED; pruned and killed → KILLED; the sweep.state tag says which."""
-        tags = [RunTag("sweep.state", state)] + ([RunTag("sweep.error", reason[:5000])] if reason else [])
-        self.log_batches(rid, [], [], tags)
+        if reason:
+            self.log_batches(
+                rid, [], [], [RunTag("sweep.state", state), RunTag("sweep.error", reason[:5000])]
+            )
+        else:
+            self.client.set_tag(rid, "sweep.state", state)  # one write; a batch opens three sessions
         self.client.set_terminated(rid, {"complete": "FINISHED", "failed": "FAILED"}.get(state, "KILLED"))
+
+    def trial_run(self, parent_id: str, number: int) -> str | None:
+        """The run of trial ``number`` under the parent (after reconcile, there is at most one)."""
+        found = self.client.search_runs(
+            [self.experiment_id],
+            f"tags.`mlflow.parentRunId` = '{parent_id}' and tags.`sweep.trial` = '{number}'",
+            max_results=1,
+        )
+        return found[0].info.run_id if found else None
 
     def children(self, parent_id: str) -> list:
         """Every (not deleted) child run of the parent, whatever its status."""
@@ -291,17 +227,12 @@ class Tracker:
     ) -> str:
         """The run of a trial Optuna completed while MLflow was away (or its worker was killed before
         logging): parameters, configuration and means from the study; tagged ``sweep.logged_late``."""
+        logged = set(self.client.get_run(run_id).data.params) if run_id else set()
         rid = run_id or self.start_trial(parent_id, number, params, objective)
+        self.runs.pop(number, None)
         self.client.set_tag(rid, "sweep.logged_late", "true")
-        now = int(time.time() * 1000)
-        metrics = [Metric(mlflow_name(k), float(v), now, 0) for k, v in means.items()]
-        metrics.append(Metric("objective", float(value), now, 0))
-        logged = self._logged.pop(rid, set(params))
-        self.log_batches(
-            rid,
-            metrics,
-            [Param(k, str(v)[:6000]) for k, v in applicable(flatten(config)).items() if k not in logged],
-        )
+        log = TrialLog(number, float(value), dict(means), config)
+        self.log_batches(rid, log.metrics(now=int(time.time() * 1000)), log.params(logged))
         return rid
 
     def finish_parent(self, parent_id: str, summary: dict[str, float], files: dict[str, bytes | str]) -> None:

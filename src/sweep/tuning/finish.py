@@ -96,7 +96,7 @@ def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
         files["diagnosis.txt"] = describe_verdict(verdict) + "\n"
     sweep.guard.call(sweep.tracker.finish_parent, sweep.parent_id, summary, files)
     for trial in {t.number: t for t in (best, baseline) if t is not None}.values():  # the runs people open
-        if run_id := trial.user_attrs.get("mlflow_run_id"):
+        if run_id := sweep.guard.call(sweep.tracker.trial_run, sweep.parent_id, trial.number):
             sweep.guard.call(sweep.tracker.log_recall_plot, run_id, f"trial {trial.number}")
     pareto = [t.number for t in study.best_trials] if sweep.search.extra_objectives else [best.number]
     result = SweepResult(

@@ -12,6 +12,7 @@ from sweep.cache import CacheWriteError
 from sweep.errors import SweepError
 from sweep.outputs.render import trial_lines
 from sweep.outputs.run_view import applicable, flatten
+from sweep.outputs.trial_log import TrialLog
 from sweep.pipeline.result import merge_results
 from sweep.tuning.space import suggest
 from sweep.tuning.trials import KIND_ATTR, WORKER_ATTR, best_trial, counts, is_surplus, twin_of
@@ -39,18 +40,18 @@ def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
     config = sweep.config_for(params)
     flat = applicable(flatten(config.model_dump(mode="json", exclude={"source"})))
     worker = f"{sweep.identity['host']}:{sweep.identity['pid']}"
-    run_id = sweep.guard.call(
-        sweep.tracker.start_trial,
+    searched = {k: v for k, v in params.items() if k in flat}
+    sweep.track(
+        "start_trial",
         sweep.parent_id,
         trial.number,
-        {k: v for k, v in params.items() if k in flat},
+        searched,
         sweep.search.objective,
         {"sweep.worker": worker},
     )
-    trial.set_user_attr("mlflow_run_id", run_id)
     sweep.pipeline.label = f"{worker_label()}trial {trial.number}"
     metrics = [sweep.search.objective] + [m for m in sweep.search.extra_objectives if m != "latency_ms"]
-    result = evaluate(sweep, trial, config, metrics, run_id)
+    result = evaluate(sweep, trial, config, metrics)
     means = result.scores.mean() | {"latency_ms": result.latency_ms}
     value = means[sweep.search.objective]
     trial.set_user_attr("means", {k: float(v) for k, v in means.items()})
@@ -59,14 +60,13 @@ def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
         if warning not in sweep._warned:  # once per sweep: each chunking and model says it once
             sweep._warned.add(warning)
             sweep.say(f"warning: {warning}")
-    if run_id:
-        sweep.guard.call(sweep.tracker.log_trial, run_id, trial.number, result, value, means)
+    sweep.track("log_trial", TrialLog.of(trial.number, result, value, means))
     if sweep.search.extra_objectives:
         return (value, *(means[m] for m in sweep.search.extra_objectives))
     return value
 
 
-def evaluate(sweep: Sweep, trial: optuna.Trial, config, metrics: list[str], run_id: str | None):
+def evaluate(sweep: Sweep, trial: optuna.Trial, config, metrics: list[str]):
     """The whole question set at once; with a pruner, growing batches that report as they go."""
     if sweep.search.pruner == "none":
         result = sweep.pipeline.run(config, metrics)
@@ -85,8 +85,7 @@ def evaluate(sweep: Sweep, trial: optuna.Trial, config, metrics: list[str], run_
         if seen < n and trial.should_prune():
             means = partial.scores.mean() | {"latency_ms": partial.latency_ms}
             trial.set_user_attr("seconds", sum(partial.timings.values()))
-            if run_id:
-                sweep.guard.call(sweep.tracker.log_trial, run_id, trial.number, partial, value, means)
+            sweep.track("log_trial", TrialLog.of(trial.number, partial, value, means))
             raise optuna.TrialPruned(f"{sweep.search.objective} {value:.4f} after {seen} of {n} questions")
     return partial
 
@@ -119,12 +118,8 @@ def run_trial(sweep: Sweep, trial: optuna.Trial) -> float:
 
 def after_trial(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     """Optuna has recorded the trial: now its run may close (this order keeps MLflow behind Optuna)."""
-    run_id = trial.user_attrs.get("mlflow_run_id")
-    if run_id:
-        state = {optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.PRUNED: "pruned"}
-        sweep.guard.call(
-            sweep.tracker.end_trial, run_id, state.get(trial.state, "failed"), trial.user_attrs.get("error")
-        )
+    state = {optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.PRUNED: "pruned"}
+    sweep.track("close_trial", trial.number, state.get(trial.state, "failed"), trial.user_attrs.get("error"))
     sweep._repeats = sweep._repeats + 1 if trial.user_attrs.get(KIND_ATTR) == "duplicate" else 0
     progress(sweep, study, trial)
 
@@ -149,6 +144,7 @@ def reconnect(sweep: Sweep, study: optuna.Study) -> None:
     """While MLflow is away, look every few seconds; when it answers, log what it missed."""
     if sweep.guard.back_online():
         sweep.say("MLflow answers again: logging the trials it missed")
+        sweep.flush_tracking(reconnected=True)
         sweep.recover(study)
 
 

@@ -22,7 +22,8 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep.errors import mask_url
-from sweep.outputs.tracking import Tracker, TrackingUnavailable
+from sweep.outputs.mlflow_client import TrackingUnavailable
+from sweep.outputs.tracking import Tracker
 
 PROBE_EVERY = 10.0  # seconds between checks whether an unreachable tracking server is back
 
@@ -143,14 +144,28 @@ class TrackingGuard:
         try:
             return fn(*args)
         except TrackingUnavailable as e:
-            if not self.warned:
-                self.warned = True
-                self.say(
-                    f"warning: {e} at {mask_url(self.tracker.tracking_uri)} after retrying for "
-                    f"{self.retry_seconds:g}s. The sweep goes on: results stay in Optuna, and the missing runs "
-                    "are logged when MLflow answers again (or when you rerun the same command)"
-                )
+            self._warn(str(e))
             return None
+
+    def heard(self, reports: list[str]) -> None:
+        """What the writer process reported of queued calls (:class:`~sweep.outputs.writer.TrackingWriter`):
+        MLflow away takes this side offline too (so it probes, then reconciles); a refused call is said."""
+        for report in reports:
+            kind, _, text = report.partition(": ")
+            if kind == "unavailable":
+                self.tracker.client.offline = True
+                self._warn(text)
+            else:
+                self.say(f"warning: MLflow: {text}")
+
+    def _warn(self, reason: str) -> None:
+        if not self.warned:
+            self.warned = True
+            self.say(
+                f"warning: {reason} at {mask_url(self.tracker.tracking_uri)} after retrying for "
+                f"{self.retry_seconds:g}s. The sweep goes on: results stay in Optuna, and the missing runs "
+                "are logged when MLflow answers again (or when you rerun the same command)"
+            )
 
     def back_online(self) -> bool:
         """True once, when an unreachable MLflow answers again (looked at every PROBE_EVERY seconds)."""

@@ -26,7 +26,7 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from sweep.errors import SweepError, mask_url
-from sweep.locks import create_whole, first_use_lock
+from sweep.locks import create_whole, first_use_lock, write_ahead
 from sweep.tuning.search import SearchConfig
 from sweep.tuning.space import grid
 from sweep.tuning.trials import WORKER_ATTR, worker_seed
@@ -105,13 +105,16 @@ def _open_storage(url: str, search: SearchConfig):
             "ignore", optuna.exceptions.ExperimentalWarning
         )  # heartbeats: stable in practice
         retry = RetryHeartbeatStaleTrialCallback(max_retry=search.retries) if search.retries else None
-        return RDBStorage(
+        storage = RDBStorage(
             url,
             engine_kwargs=engine,
             heartbeat_interval=search.heartbeat_interval,
             grace_period=search.grace_period,
             heartbeat_stale_trial_callback=retry,
         )
+    write_ahead(storage.engine)  # SQLite: commits without waiting for the disk (locks.write_ahead)
+    storage.engine.dispose()  # the connection that made the tables reconnects with it
+    return storage
 
 
 def process_start(pid: int) -> str | None:
