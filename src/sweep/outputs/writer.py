@@ -62,6 +62,11 @@ class TrackingWriter:
         # the URI travels through the pipe, not the command line, where `ps` would show a password
         self._out.send((tracking_uri, experiment, retry_seconds))
 
+    @property
+    def pid(self) -> int:
+        """The child's process id."""
+        return self._proc.pid
+
     def call(self, method: str, *args) -> list[str]:
         """Queue ``tracker.<method>(*args)``; waits only while MAX_PENDING calls are still queued.
 

@@ -41,7 +41,7 @@ def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
     flat = applicable(flatten(config.model_dump(mode="json", exclude={"source"})))
     worker = f"{sweep.identity['host']}:{sweep.identity['pid']}"
     searched = {k: v for k, v in params.items() if k in flat}
-    sweep.track(
+    sweep.guard.track(
         "start_trial",
         sweep.parent_id,
         trial.number,
@@ -60,7 +60,7 @@ def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
         if warning not in sweep._warned:  # once per sweep: each chunking and model says it once
             sweep._warned.add(warning)
             sweep.say(f"warning: {warning}")
-    sweep.track("log_trial", TrialLog.of(trial.number, result, value, means))
+    sweep.guard.track("log_trial", TrialLog.of(trial.number, result, value, means))
     if sweep.search.extra_objectives:
         return (value, *(means[m] for m in sweep.search.extra_objectives))
     return value
@@ -85,7 +85,7 @@ def evaluate(sweep: Sweep, trial: optuna.Trial, config, metrics: list[str]):
         if seen < n and trial.should_prune():
             means = partial.scores.mean() | {"latency_ms": partial.latency_ms}
             trial.set_user_attr("seconds", sum(partial.timings.values()))
-            sweep.track("log_trial", TrialLog.of(trial.number, partial, value, means))
+            sweep.guard.track("log_trial", TrialLog.of(trial.number, partial, value, means))
             raise optuna.TrialPruned(f"{sweep.search.objective} {value:.4f} after {seen} of {n} questions")
     return partial
 
@@ -119,7 +119,9 @@ def run_trial(sweep: Sweep, trial: optuna.Trial) -> float:
 def after_trial(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     """Optuna has recorded the trial: now its run may close (this order keeps MLflow behind Optuna)."""
     state = {optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.PRUNED: "pruned"}
-    sweep.track("close_trial", trial.number, state.get(trial.state, "failed"), trial.user_attrs.get("error"))
+    sweep.guard.track(
+        "close_trial", trial.number, state.get(trial.state, "failed"), trial.user_attrs.get("error")
+    )
     sweep._repeats = sweep._repeats + 1 if trial.user_attrs.get(KIND_ATTR) == "duplicate" else 0
     progress(sweep, study, trial)
 
@@ -144,7 +146,7 @@ def reconnect(sweep: Sweep, study: optuna.Study) -> None:
     """While MLflow is away, look every few seconds; when it answers, log what it missed."""
     if sweep.guard.back_online():
         sweep.say("MLflow answers again: logging the trials it missed")
-        sweep.flush_tracking(reconnected=True)
+        sweep.guard.flush(reconnected=True)
         sweep.recover(study)
 
 

@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 from sweep.errors import mask_url
 from sweep.outputs.mlflow_client import TrackingUnavailable
 from sweep.outputs.tracking import Tracker
+from sweep.outputs.writer import TrackingWriter
 
 PROBE_EVERY = 10.0  # seconds between checks whether an unreachable tracking server is back
 
@@ -133,9 +134,45 @@ class TrackingGuard:
         >>> guard.call(tracker.end_trial, run_id, "complete")  # None when MLflow is away
     """
 
-    def __init__(self, tracker: Tracker, say: Callable[[str], None], retry_seconds: float):
-        self.tracker, self.say, self.retry_seconds = tracker, say, retry_seconds
+    def __init__(
+        self,
+        tracker: Tracker,
+        say: Callable[[str], None],
+        retry_seconds: float,
+        writer: TrackingWriter | None = None,
+    ):
+        self.tracker, self.say, self.retry_seconds, self.writer = tracker, say, retry_seconds, writer
         self.warned, self.last_probe = False, 0.0
+
+    def track(self, method: str, *args) -> None:
+        """A trial's MLflow write (a :class:`Tracker` method): queued to the writer process, so the trial
+        does not wait for MLflow, or made here without one. Nothing while MLflow is away: reconcile logs
+        the trial from the study when it answers again."""
+        if self.tracker.offline:
+            return
+        if self.writer is None:
+            self.call(getattr(self.tracker, method), *args)
+            return
+        self.heard(self.writer.call(method, *args))
+        if not self.writer.alive:
+            self.writer = None  # it said why; this process logs from now on
+
+    def flush(self, reconnected: bool = False) -> None:
+        """Wait until the queued writes are made (before reconcile reads MLflow). ``reconnected``: MLflow
+        answers again, so failures from the outage are known already and the writer looks again too."""
+        if self.writer is None:
+            return
+        reports = self.writer.flush()
+        if reconnected:
+            reports = [r for r in reports if not r.startswith("unavailable")]
+            self.writer.call("client.probe")
+        self.heard(reports)
+
+    def close(self) -> None:
+        """The queued writes made, the writer process ended."""
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            self.heard(writer.close())
 
     def call(self, fn, *args):
         """``fn(*args)``, or None when MLflow does not answer (warned once per outage)."""

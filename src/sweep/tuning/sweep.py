@@ -107,7 +107,6 @@ class Sweep:
             default_output()
         self.pipeline = pipeline or Pipeline(self.base.cache_dir, lenient=lenient, progress=not quiet)
         self.tracker = tracker
-        self.writer: TrackingWriter | None = None
         self.lenient = lenient
         self.failures: list[str] = []
         self.runs_dir = Path(runs_dir)
@@ -164,7 +163,8 @@ class Sweep:
         try:
             return self._run(study)
         finally:
-            self.close_tracking()
+            if hasattr(self, "guard"):
+                self.guard.close()  # the queued MLflow writes are made, and the writer process ends
             close_storage(study)  # a notebook may run many sweeps: each would keep database connections open
 
     def _run(self, study: optuna.Study) -> SweepResult | None:
@@ -172,7 +172,10 @@ class Sweep:
         self.tracker = self.tracker or Tracker(
             self.tracking_uri, self.study_name, self.search.tracking_retry_seconds, self.tracking_option
         )
-        self.guard = TrackingGuard(self.tracker, self.say, self.search.tracking_retry_seconds)
+        writer = None
+        if own_tracker:  # trials hand their MLflow writes to a process of their own (outputs.writer)
+            writer = TrackingWriter(self.tracking_uri, self.study_name, self.search.tracking_retry_seconds)
+        self.guard = TrackingGuard(self.tracker, self.say, self.search.tracking_retry_seconds, writer)
         self._repeats, self._fatal = 0, None
         self._warned: set[str] = set()
         self._rng = random.Random(f"{self.search.seed}:{self.session}:{os.getpid()}")
@@ -197,10 +200,6 @@ class Sweep:
             )
         except TrackingUnavailable as e:
             raise SweepError(f"{self.tracking_option} {mask_url(self.tracking_uri)}: {e}") from None
-        if own_tracker:  # trials hand their MLflow writes to a process of their own (outputs.writer)
-            self.writer = TrackingWriter(
-                self.tracking_uri, self.study_name, self.search.tracking_retry_seconds
-            )
         extra = [m for m in self.search.extra_objectives]
         self.view_key = self.guard.call(
             self.tracker.share_view, trials_view_state(list(self.search.space), extra)
@@ -262,42 +261,9 @@ class Sweep:
             return None
         return finish(self, study, interrupted or self._stop_requested)
 
-    def track(self, method: str, *args) -> None:
-        """A trial's MLflow write (a :class:`Tracker` method): queued to the writer process, so the trial
-        does not wait for MLflow, or made here when the tracker was passed in. Nothing while MLflow is
-        away: reconcile logs the trial from the study when it answers again."""
-        if self.tracker.offline:
-            return
-        if self.writer is None:
-            self.guard.call(getattr(self.tracker, method), *args)
-            return
-        self.guard.heard(self.writer.call(method, *args))
-        if not self.writer.alive:
-            self.writer = None  # it said why; this process logs from now on
-
-    def flush_tracking(self, reconnected: bool = False) -> None:
-        """Wait until the queued MLflow writes are made (before reconcile reads MLflow).
-
-        ``reconnected``: MLflow answers again, so what failed during the outage is known already and the
-        writer is told to look again too."""
-        if self.writer is None:
-            return
-        reports = self.writer.flush()
-        if reconnected:
-            reports = [r for r in reports if not r.startswith("unavailable")]
-            self.writer.call("client.probe")
-        self.guard.heard(reports)
-
-    def close_tracking(self) -> None:
-        if self.writer is not None:
-            writer, self.writer = self.writer, None
-            reports = writer.close()
-            if hasattr(self, "guard"):
-                self.guard.heard(reports)
-
     def recover(self, study: optuna.Study) -> None:
         """Trials of dead workers fail (and are re-queued); MLflow is made to agree with Optuna."""
-        self.flush_tracking()
+        self.guard.flush()
         failed = fail_dead_trials(study, self.search.retries, self.search.grace_period)
         fixed = self.guard.reconcile(
             study,
