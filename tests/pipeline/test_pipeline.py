@@ -256,3 +256,30 @@ def test_a_long_sweeps_memory_is_bounded_and_evicted_work_gives_the_same_numbers
     again = pipeline.run(configs[0])  # its chunks were evicted: rebuilt, its BM25 ranking read from disk
     assert again.scores.mean() == first[0] and pipeline.counters["bm25_disk_hits"] == 1
     assert len({tuple(sorted(m.items())) for m in first}) > 1  # the chunkings differ, so eviction was tested
+
+
+def test_a_faiss_index_is_built_once_per_build_setting_and_searched_with_each_trials_knobs(tiny, monkeypatch):
+    """efSearch, nprobe and the candidate depth change what is searched, not what is built: a sweep builds
+    the HNSW graph (or IVF lists) once per build setting, and each result equals a fresh pipeline's."""
+    import sweep.retrieval.faiss_index as faiss_index
+
+    builds = []
+    real_build = faiss_index.build_index
+    monkeypatch.setattr(faiss_index, "build_index", lambda v, c: builds.append(c.index) or real_build(v, c))
+    trials = [
+        ["retrieval.dense.index=hnsw", "retrieval.dense.hnsw_m=4", "retrieval.dense.hnsw_ef_search=1"],
+        ["retrieval.dense.index=hnsw", "retrieval.dense.hnsw_m=4", "retrieval.dense.hnsw_ef_search=64"],
+        ["retrieval.dense.index=hnsw", "retrieval.dense.hnsw_m=4", "retrieval.candidates=7"],
+        ["retrieval.dense.index=hnsw", "retrieval.dense.hnsw_m=8"],  # a new graph
+        ["retrieval.dense.index=ivf", "retrieval.dense.ivf_lists=1", "retrieval.dense.ivf_probe=1"],
+        ["retrieval.dense.index=ivf", "retrieval.dense.ivf_lists=1", "retrieval.dense.ivf_probe=4"],
+    ]
+    configs = [load_config(tiny, ["retrieval.mode=dense", *t]) for t in trials]
+    sweep = Pipeline(configs[0].cache_dir, progress=False)
+    results = [sweep.run(c) for c in configs]
+    assert builds == ["hnsw", "hnsw", "ivf"]
+    index = next(i for i in sweep._faiss.values() if i.config.index == "hnsw" and i.config.hnsw_m == 4)
+    assert index._index.hnsw.efSearch == 16  # the third trial's default was set at its search
+    for config, result in zip(configs, results):  # a fresh build for each trial alone gives the same ranking
+        alone = Pipeline(config.cache_dir, progress=False, serving=True).run(config)
+        assert (alone.run.ids == result.run.ids).all() and alone.scores.mean() == result.scores.mean()

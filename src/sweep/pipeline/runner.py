@@ -30,7 +30,7 @@ from sweep.retrieval import Encoder, Reranker, StageResult, fuse
 from sweep.retrieval.bm25 import Analyzer, BM25Index, TermCounts
 from sweep.retrieval.dense import truncated_share
 from sweep.retrieval.expand import expand_to_parents
-from sweep.retrieval.faiss_index import DenseIndex
+from sweep.retrieval.faiss_index import DenseIndex, index_setting
 from sweep.retrieval.query import llm_queries, rocchio, rrf_by_owner, stage_queries
 from sweep.retrieval.results import timed
 
@@ -46,9 +46,10 @@ class Pipeline:
     ):
         self.cache_dir = str(cache_dir)
         # serving (a Retriever): every call brings new queries, so stage outputs are not cached, while the
-        # BM25 and FAISS indexes are built once and kept (a sweep keeps outputs and rebuilds indexes instead)
+        # BM25 and FAISS indexes are built once and kept (a sweep keeps outputs and FAISS indexes, see _index)
         self.serving = serving
         self._indexes: dict[tuple, object] = {}
+        self._faiss: LRUCache = LRUCache(ARRAYS_KEPT_BYTES, getsizeof=lambda index: 2 * index.vectors.nbytes)
         self.stage_cache = StageCache(cache_dir)
         self.lenient = lenient
         self.progress = progress
@@ -60,9 +61,7 @@ class Pipeline:
         self._datasets: dict[str, EvalSet] = {}
         self._stages: LRUCache[str, StageResult] = LRUCache(ARRAYS_KEPT_BYTES, getsizeof=array_bytes)
         self._encoders: dict[str, Encoder] = {}
-        self._kept_arrays: LRUCache = LRUCache(
-            ARRAYS_KEPT_BYTES, getsizeof=array_bytes
-        )  # BM25 term counts etc.
+        self._kept_arrays: LRUCache = LRUCache(ARRAYS_KEPT_BYTES, getsizeof=array_bytes)  # BM25 term counts
         self._rerankers: dict[str, Reranker] = {}
         self.counters: dict[str, int] = defaultdict(int)
         self._cost: dict[str, float] = {}
@@ -164,12 +163,13 @@ class Pipeline:
         return self._cached(key, compute, timings, name)
 
     def _index(self, key: tuple, build):
-        """A BM25 or FAISS index: kept when serving, built for the one search otherwise."""
-        if not self.serving:
+        """Kept when serving; in a sweep FAISS's only (one build per setting), BM25's being a reweighting."""
+        kept = self._indexes if self.serving else self._faiss if key[0] == "dense" else None
+        if kept is None:
             return build()
-        if key not in self._indexes:
-            self._indexes[key] = build()
-        return self._indexes[key]
+        if key not in kept:
+            kept[key] = build()
+        return kept[key]
 
     def bm25(self, p: Prepared, config: EvalConfig, timings: dict) -> StageResult:
         c, n, q = config.retrieval.bm25, config.retrieval.candidates, config.retrieval.query
@@ -197,10 +197,9 @@ class Pipeline:
         ) + (() if encoder.precision == "float32" else (encoder.precision,))  # half-precision vectors differ
 
         def index() -> DenseIndex:
-            what = f"embedding chunks with {c.model}"
-            label = f"{self.label}: {what}" if self.label else what
-            label = label if self.progress else None
-            return DenseIndex(encoder.encode(p.index_texts, c.document_prefix, label, bulk=True), c).build()
+            what = f"{self.label}: " * bool(self.label) + f"embedding chunks with {c.model}"
+            what = what if self.progress else None
+            return DenseIndex(encoder.encode(p.index_texts, c.document_prefix, what, bulk=True), c).build()
 
         def answer(found: DenseIndex, queries: list[str], allowed) -> StageResult:
             if hyde is not None:
@@ -211,8 +210,10 @@ class Pipeline:
                 return first
             return found.search(rocchio(vectors, found.vectors, first.ids, prf, c.normalize), n, allowed)
 
+        built = ("dense", p.key, index_setting(c), params[1], encoder.precision)
+
         def search(queries: list[str], allowed) -> StageResult:
-            found = self._index(("dense", p.key, repr(params[:2])), index)
+            found = self._index(built, index).using(c)  # efSearch / nprobe: no new build
             return timed(answer, found, queries, allowed)
 
         return self._stage("dense", p, config, timings, params, search)
@@ -312,9 +313,8 @@ class Pipeline:
         """Share of chunks the dense model truncates, counted once per chunk set and model (cached)."""
         c = config.retrieval.dense
         self._inputs_key(p)
-        key = content_key(
-            "truncated", p.texts_key, model_identity(c.model), c.max_seq_length, c.document_prefix
-        )
+        reads = (model_identity(c.model), c.max_seq_length, c.document_prefix)  # what truncation depends on
+        key = content_key("truncated", p.texts_key, *reads)
         found = self._kept(key, lambda: {"share": np.array([truncated_share(p.index_texts, c)])})
         return float(found["share"][0])
 

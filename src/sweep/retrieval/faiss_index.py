@@ -1,7 +1,9 @@
 """Dense search: chunk vectors in a FAISS index (flat, HNSW or IVF, their parameters as knobs).
 
-The index is built once per setting and searched for every batch of questions; questions with
-metadata filters are scored exactly against the chunks they may see.
+The index is built once per build setting (kind, M, efConstruction, lists) and searched for every
+batch of questions; efSearch and nprobe are read by FAISS at each search, so one built index serves
+every value a sweep tries (:meth:`DenseIndex.using`). Questions with metadata filters are scored
+exactly against the chunks they may see.
 """
 
 from __future__ import annotations
@@ -11,6 +13,18 @@ import numpy as np
 from sweep.config.schema import DenseConfig
 from sweep.retrieval.filters import Filters
 from sweep.retrieval.results import SCORE_CELLS, StageResult, top_k
+
+SEARCH_KNOBS = frozenset({"hnsw_ef_search", "ivf_probe"})  # set per search: no rebuild when they change
+
+
+def index_setting(config: DenseConfig) -> str:
+    """What a built index depends on (its vectors and its build), for keeping it: not the search knobs.
+
+    Example:
+        >>> index_setting(DenseConfig(hnsw_ef_search=16)) == index_setting(DenseConfig(hnsw_ef_search=99))
+        True
+    """
+    return repr(config.model_dump(exclude={"batch_size", "device", "query_prefix", *SEARCH_KNOBS}))
 
 
 def build_index(vectors: np.ndarray, config: DenseConfig):
@@ -55,6 +69,25 @@ class DenseIndex:
             self._index = build_index(self.vectors, self.config)
         return self
 
+    def using(self, config: DenseConfig) -> "DenseIndex":
+        """This index (built or not, shared) searched with ``config``'s efSearch and nprobe.
+
+        Args:
+            config: differs from this index's own at most in :data:`SEARCH_KNOBS`.
+
+        Returns:
+            A DenseIndex over the same vectors and FAISS index.
+        """
+        twin = DenseIndex(self.vectors, config)
+        twin._index = self.build()._index
+        return twin
+
+    def _tune(self) -> None:
+        if self.config.index == "hnsw":
+            self._index.hnsw.efSearch = self.config.hnsw_ef_search
+        elif self.config.index == "ivf":
+            self._index.nprobe = min(self.config.ivf_probe, self._index.nlist)
+
     def search(self, query_vectors: np.ndarray, depth: int, allowed: Filters | None = None) -> StageResult:
         """Inner-product search (cosine when normalised). Filtered questions are scored exactly."""
         n_q = len(query_vectors)
@@ -63,7 +96,7 @@ class DenseIndex:
         filtered = np.zeros(n_q, dtype=bool) if allowed is None else ~allowed.passes_all()
         plain = np.flatnonzero(~filtered)
         if len(plain):
-            self.build()
+            self.build()._tune()
             k = min(depth, len(self.vectors))
             s, i = self._index.search(np.ascontiguousarray(query_vectors[plain]), k)
             # FAISS breaks ties arbitrarily; re-sort so ties keep the lower chunk index
@@ -90,3 +123,6 @@ def dense_search(
 ) -> StageResult:
     """Inner-product search of one batch of queries (an index built for it alone)."""
     return DenseIndex(doc_vectors, config).search(query_vectors, depth, allowed)
+
+
+__all__ = ["SEARCH_KNOBS", "DenseIndex", "build_index", "dense_search", "index_setting"]
