@@ -127,6 +127,19 @@ def timed(fn, repeat: int = 5) -> tuple[float, float, object]:
     return statistics.median(walls), statistics.median(cpus), out
 
 
+def timed_pair(ours, theirs, repeat: int = 5) -> tuple[tuple, tuple]:
+    """:func:`timed` for two sides, their runs alternated (ours, theirs, ours, ...) so that a machine
+    getting slower or faster during the comparison moves both medians alike."""
+    runs: dict[str, list] = {"ours": [], "theirs": []}
+    for _ in range(repeat):
+        for side, fn in (("ours", ours), ("theirs", theirs)):
+            runs[side].append(timed(fn, 1))
+    return tuple(
+        (statistics.median(r[0] for r in runs[s]), statistics.median(r[1] for r in runs[s]), runs[s][-1][2])
+        for s in ("ours", "theirs")
+    )
+
+
 def bench_public_score(
     qrels: dict, run: dict, metrics: list[str], trec_measures: set[str], t_pytrec: float
 ) -> dict:
@@ -150,8 +163,9 @@ def bench_public_score(
             for t, m in names.items()
         )
 
-    dict_wall, dict_cpu, ours = timed(lambda: score(qrels, run, metrics))
-    ref_wall, ref_cpu, ref = timed(pytrec_dicts)
+    (dict_wall, dict_cpu, ours), (ref_wall, ref_cpu, ref) = timed_pair(
+        lambda: score(qrels, run, metrics), pytrec_dicts
+    )
     with tempfile.TemporaryDirectory() as tmp:
         q_path, r_path = Path(tmp) / "qrels.txt", Path(tmp) / "run.txt"
         q_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
@@ -164,8 +178,9 @@ def bench_public_score(
                 q, r = pytrec_eval.parse_qrel(fq), pytrec_eval.parse_run(fr)
             return pytrec_eval.RelevanceEvaluator(q, trec_measures).evaluate(r)
 
-        file_wall, file_cpu, ours_f = timed(lambda: score(q_path, r_path, metrics))
-        ref_f_wall, ref_f_cpu, ref_f = timed(pytrec_files)
+        (file_wall, file_cpu, ours_f), (ref_f_wall, ref_f_cpu, ref_f) = timed_pair(
+            lambda: score(q_path, r_path, metrics), pytrec_files
+        )
     out = {
         "score_dicts_s": dict_wall,
         "score_dicts_cpu_s": dict_cpu,
@@ -240,8 +255,7 @@ def bench_bm25() -> dict:
         )
 
     counts = Analyzer(config).counts(docs)
-    ours_wall, ours_cpu, mine = timed(ours)
-    theirs_wall, theirs_cpu, (ids, scores) = timed(theirs)
+    (ours_wall, ours_cpu, mine), (theirs_wall, theirs_cpu, (ids, scores)) = timed_pair(ours, theirs, 9)
     warm_wall, warm_cpu, _ = timed(
         lambda: BM25Index(docs, config, counts=lambda t: counts).search(queries, 100)
     )
@@ -255,7 +269,7 @@ def bench_bm25() -> dict:
     RankBM25([analyze(d) for d in docs], config).scores([analyze(q) for q in queries])
     rank_bm25_s = time.perf_counter() - t
     print(
-        f"bm25 whole path (tokenise, index, 300 SciFact questions, top 100), median of 5: ours "
+        f"bm25 whole path (tokenise, index, 300 SciFact questions, top 100), median of 9 alternated: ours "
         f"{ours_wall:.3f} s wall / {ours_cpu:.3f} s CPU, bm25s {theirs_wall:.3f} s / {theirs_cpu:.3f} s "
         f"-> {theirs_wall / ours_wall:.2f}x; with the token cache warm (a sweep's next k1, b) "
         f"{warm_wall:.3f} s -> {theirs_wall / warm_wall:.1f}x; top-100 scores equal: {equal}; "

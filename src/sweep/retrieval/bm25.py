@@ -29,6 +29,7 @@ ASCII_WORDS = bytes(c if c in _WORD else 32 for c in range(256))
 ASCII_WORDS_LOWERED = bytes(ord(chr(c).lower()) if c in _WORD else 32 for c in range(256))
 # the same, keeping UTF-8's high bytes: a non-ASCII text splits at its ASCII non-word characters
 MIXED_WORDS = bytes(c if c in _WORD or c >= 128 else 32 for c in range(256))
+HIGH_BYTES = re.compile(rb"[\x80-\xff]+")  # where a UTF-8 text's non-ASCII characters are
 MIXED_WORDS_LOWERED = bytes(ord(chr(c).lower()) if c in _WORD else c if c >= 128 else 32 for c in range(256))
 # characters of text analysed at once when a chunk set's term counts are built (~60 MB of word objects)
 BLOCK_CHARS = 4_000_000
@@ -104,20 +105,22 @@ class Analyzer:
     def _mixed_words(self, text: str) -> list:
         """A non-ASCII text's words: split at ASCII non-word bytes in C, and only the pieces holding other
         characters through the regex (lowercased alone: no character's lowercase depends on its
-        neighbours except a capital sigma's, so texts with one take the regex whole)."""
+        neighbours except a capital sigma's, so texts with one take the regex whole). The pieces are
+        found from their high bytes, so a text costs a Python step per such piece, not per word."""
         if self.lowercase and "\u03a3" in text:
             return TOKEN.findall(text.lower())
-        pieces = text.encode().translate(MIXED_WORDS_LOWERED if self.lowercase else MIXED_WORDS).split()
-        mixed = [i for i, piece in enumerate(pieces) if not piece.isascii()]
-        if not mixed:
-            return pieces
+        data = text.encode().translate(MIXED_WORDS_LOWERED if self.lowercase else MIXED_WORDS)
         words, done = [], 0
-        for i in mixed:
-            words += pieces[done:i]
-            piece = pieces[i].decode()
+        for run in HIGH_BYTES.finditer(data):
+            if run.start() < done:  # a second run of the piece just taken
+                continue
+            start, end = data.rfind(b" ", 0, run.start()) + 1, data.find(b" ", run.end())
+            end = len(data) if end < 0 else end
+            words += data[done:start].split()
+            piece = data[start:end].decode()  # whole UTF-8 sequences: pieces end at ASCII bytes
             words += TOKEN.findall(piece.lower() if self.lowercase else piece)
-            done = i + 1
-        return words + pieces[done:]
+            done = end
+        return words + data[done:].split()
 
     def _block_counts(self, texts: list[str], term_of: dict, terms: dict[str, int]) -> sp.csr_matrix:
         """One block's (texts, terms) counts; words new to ``term_of`` are stemmed (each once) and numbered."""
