@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import time
+
 import numpy as np
 
 from sweep.cache import RowStore, StageCache, read_arrays, text_key, write_arrays
@@ -130,3 +134,38 @@ def test_a_shard_whose_holder_died_is_computed_by_the_waiting_process(tmp_path):
     keys, held, computed, out, bar = _shared_store_case(tmp_path, holder_writes=False)
     assert sorted(computed) == sorted(keys)  # nothing landed: it took the shard over once the lock fell
     assert [out[k][0] for k in keys] == [float(k[0]) for k in keys] and bar.shown == len(keys)
+
+
+def test_together_claims_every_free_shard_for_one_call_and_another_process_only_waits(tmp_path):
+    """A cluster job (encode.engine: ray) takes all free shards at once: a second process asking for the
+    same rows meanwhile computes none of them, and each row is computed once."""
+    keys = [hashlib.sha1(str(i).encode()).digest() for i in range(900)]  # 4 shards of 256
+    calls: dict[str, list[int]] = {"first": [], "second": []}
+    started, release = threading.Event(), threading.Event()
+
+    def compute_as(name):
+        def compute(ks, bar):
+            calls[name].append(len(ks))
+            started.set()
+            release.wait(10)  # a long job: the other process arrives while it runs
+            return np.array([[k[0]] for k in ks], dtype=np.float32)
+
+        return compute
+
+    results = {}
+
+    def run(name):
+        results[name] = RowStore(tmp_path, "emb").fetch_or_compute(keys, compute_as(name), together=True)
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=run, args=("second",))
+    second.start()
+    time.sleep(1.0)  # the second has looked, found every shard held, and waits
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert calls == {"first": [900], "second": []}  # one call for every row; none twice
+    assert results["first"][1] == 900 and results["second"][1] == 0
+    assert all(results["second"][0][k][0] == k[0] for k in keys)

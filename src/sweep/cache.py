@@ -237,7 +237,7 @@ class RowStore:
         return found, np.stack(rows)
 
     def fetch_or_compute(
-        self, keys: list[bytes], compute, progress=None
+        self, keys: list[bytes], compute, progress=None, together: bool = False
     ) -> tuple[dict[bytes, np.ndarray], int]:
         """Rows for distinct ``keys``: those on disk are read, the rest computed in shards that processes share.
 
@@ -249,8 +249,11 @@ class RowStore:
 
         Args:
             keys: distinct row keys.
-            compute: ``compute(keys, bar)`` returns their rows in order and may ``bar.update(n)``.
+            compute: ``compute(keys, bar)`` returns their rows in order, or None when it has put them
+                itself as they came (:meth:`put_many`); it may ``bar.update(n)``.
             progress: ``progress(total)`` returns the bar (a tqdm context) for the missing rows.
+            together: claim every free shard at once and compute them in one call: for a cluster job,
+                which parallelises by itself, so another process waits instead of sending the same rows.
 
         Returns:
             (rows by key, how many rows this process computed).
@@ -271,30 +274,35 @@ class RowStore:
         for k in missing:
             shards.setdefault(int.from_bytes(k[:4], "little") % n_shards, []).append(k)
         computed, waited = 0, False
+
+        def take(done: list[bytes]) -> None:
+            out.update((k, self._row(k)) for k in done)
+            bar.update(len(done))
+            bar.refresh()  # shown as it lands, however soon after the last update
+
         with progress(len(missing)) if progress else contextlib.nullcontext(_NoBar()) as bar:
             while shards:
                 self._refresh()
-                for shard, todo in list(shards.items()):
-                    if all(k in self._index for k in todo):  # another process computed it
-                        out.update((k, self._row(k)) for k in todo)
-                        bar.update(len(todo))
-                        bar.refresh()  # shown as it lands, however soon after the last update
-                        del shards[shard]
-                        continue
-                    with try_lock(self.dir / ".claims" / f"{n_shards}-{shard}.lock") as mine:
-                        if not mine:
-                            continue
-                        self._refresh()  # it may have landed since the look above
-                        done = [k for k in todo if k in self._index]
-                        out.update((k, self._row(k)) for k in done)
-                        bar.update(len(done))
-                        todo = [k for k in todo if k not in self._index]
+                for shard in [s for s, todo in shards.items() if all(k in self._index for k in todo)]:
+                    take(shards.pop(shard))  # another process computed it
+                with contextlib.ExitStack() as held:
+                    claimed = []
+                    for shard in list(shards):
+                        if held.enter_context(try_lock(self.dir / ".claims" / f"{n_shards}-{shard}.lock")):
+                            claimed.append(shards.pop(shard))
+                            if not together:
+                                break
+                    if claimed:
+                        self._refresh()  # rows may have landed since the look above
+                        take([k for todo in claimed for k in todo if k in self._index])
+                        todo = [k for part in claimed for k in part if k not in self._index]
                         if todo:
-                            new = np.asarray(compute(todo, bar), dtype=np.float32)
-                            self.put_many(todo, new)
-                            out.update(zip(todo, new))
+                            new = compute(todo, bar)
+                            if new is not None:
+                                self.put_many(todo, np.asarray(new, dtype=np.float32))
+                            out.update((k, self._row(k)) for k in todo)
                             computed += len(todo)
-                        del shards[shard]
+                        continue
                 if shards:
                     if not waited:
                         log.info(

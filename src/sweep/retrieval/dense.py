@@ -141,29 +141,23 @@ class Encoder:
         return new
 
     def _encode_on_ray(self, unique: dict[bytes, str], bar) -> tuple[dict[bytes, np.ndarray], int]:
-        """The cached rows, and the missing ones embedded as one Ray job and written batch by batch."""
+        """The cached rows, and the missing ones embedded as one Ray job and written batch by batch.
+
+        Every free shard is claimed for the one job (the cluster parallelises it): a second worker waits
+        for those rows rather than sending the same texts to the cluster again."""
         from sweep.retrieval.ray_encode import encode_on_ray
 
-        keys = list(unique)
-        found, rows = self.store.get_many(keys)
-        out = dict(zip([k for k, f in zip(keys, found) if f], rows if rows is not None else []))
-        missing = [k for k, f in zip(keys, found) if not f]
-        if not missing:
-            return out, 0
-        t = time.perf_counter()
-        with bar(len(missing)) as b:
-
+        def compute(keys: list[bytes], b) -> None:
             def land(numbers: np.ndarray, vectors: np.ndarray) -> None:
-                done = [missing[i] for i in numbers]
-                self.store.put_many(done, vectors)  # kept, should the job be stopped before the end
-                out.update(zip(done, vectors))
-                b.update(len(done))
+                self.store.put_many([keys[i] for i in numbers], vectors)  # kept, should the job stop early
+                b.update(len(numbers))
 
-            texts = [unique[k] for k in missing]
-            encode_on_ray(texts, self.config, *self.on_workers, self.engine, land)
-        self.stats.seconds += time.perf_counter() - t
-        self.stats.encoded += len(missing)
-        return out, len(missing)
+            t = time.perf_counter()
+            encode_on_ray([unique[k] for k in keys], self.config, *self.on_workers, self.engine, land)
+            self.stats.seconds += time.perf_counter() - t
+            self.stats.encoded += len(keys)
+
+        return self.store.fetch_or_compute(list(unique), compute, bar, together=True)
 
 
 def truncated_share(texts: list[str], config: DenseConfig) -> float:
