@@ -43,9 +43,8 @@ class TrackingWriter:
         # (and torch's threads), and multiprocessing's spawn re-runs a user script lacking a main guard
         to_child, from_parent = os.pipe()
         from_child, to_parent = os.pipe()
-        env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[2])  # the child imports this same sweep
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        # the parent's module search path, in its order: the child imports this same sweep and libraries
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "sweep.outputs.writer", str(to_child), str(to_parent), str(os.getpid())],
             pass_fds=(to_child, to_parent),
