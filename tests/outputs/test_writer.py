@@ -20,7 +20,7 @@ from sweep.config.load import load_config
 from sweep.metrics import Scores
 from sweep.outputs import writer as writer_module
 from sweep.outputs.tracking import Tracker
-from sweep.outputs.trial_log import TrialLog
+from sweep.outputs.trial_log import TrialLog, artifacts
 from sweep.outputs.writer import TrackingWriter
 
 
@@ -33,6 +33,8 @@ def store(tmp_path: Path) -> tuple[str, Tracker, str]:
 def trial_log(number: int) -> TrialLog:
     config = load_config(ROOT / "configs" / "hybrid.yaml").model_dump(mode="json", exclude={"source"})
     scores = Scores(["q1", "q2"], {"ndcg@10": np.array([1.0, 0.25])})
+    ranking = {"q1": [("d1", 0.5), ("d2", 0.25)], "q2": [("d2", 0.75)]}
+    curve = np.array([0.5, 1.0])
     return TrialLog(
         number,
         0.625,
@@ -41,10 +43,8 @@ def trial_log(number: int) -> TrialLog:
         doc_means={"ndcg@10": 0.5},
         timings={"bm25": 0.01},
         counters={"bm25_memory_hits": 1},
-        recall_curve=np.array([0.5, 1.0]),
-        scores=scores,
-        ranking={"q1": [("d1", 0.5), ("d2", 0.25)], "q2": [("d2", 0.75)]},
-        top_k=2,
+        recall_curve=curve,
+        files=artifacts(number, config, scores, ranking, curve),
     )
 
 

@@ -83,9 +83,8 @@ class Scores:
             out["questions"] = {qid: self.texts[qid] for qid in self.question_ids if qid in self.texts}
         return out
 
-    def write_json(self, path: str | Path, indent: int | None = 1) -> None:
-        """The means and per-question values as JSON; ``indent=None`` writes one line, 4x faster."""
-        Path(path).write_text(json.dumps(self.to_json(), indent=indent, sort_keys=False))
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1, sort_keys=False))
 
 
 def evaluate(run: np.ndarray, labels: Labels, metrics: list[str] | None = None) -> Scores:

@@ -219,6 +219,17 @@ def write_run(
     Example:
         >>> write_run("run.trec", {"q1": [("d2", 0.9), ("d1", 0.9)]})  # d1's 0.9 is written a hair lower
     """
+    Path(path).write_text(run_text(rankings, tag))
+    return Path(path)
+
+
+def run_text(rankings: Mapping[str, Sequence[tuple[str, float]]], tag: str = "rag-sweep") -> str:
+    """What :func:`write_run` writes, as a string.
+
+    Example:
+        >>> run_text({"q1": [("d1", 0.5)]}, "x")
+        'q1 Q0 d1 1 0.5 x\\n'
+    """
     lines = []
     for qid, ranked in rankings.items():
         scores = strictly_decreasing(np.array([s for _, s in ranked], dtype=np.float64))
@@ -226,8 +237,7 @@ def write_run(
             f"{qid} Q0 {doc} {rank} {score!r} {tag}"
             for rank, ((doc, _), score) in enumerate(zip(ranked, scores.tolist()), 1)
         ]
-    Path(path).write_text("\n".join(lines) + ("\n" if lines else ""))
-    return Path(path)
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 __all__ = [
@@ -238,6 +248,7 @@ __all__ = [
     "read_run",
     "qrels_columns",
     "run_columns",
+    "run_text",
     "strictly_decreasing",
     "write_run",
 ]

@@ -20,7 +20,7 @@ from sweep.locks import create_whole, first_use_lock
 from sweep.outputs.mlflow_client import RetryingClient, TrackingUnavailable
 from sweep.outputs.plots import recall_plot_png
 from sweep.outputs.run_view import default_artifact_location
-from sweep.outputs.trial_log import TrialLog
+from sweep.outputs.trial_log import TrialLog, write_files
 
 PARENT_TAG = "sweep.study"
 
@@ -146,9 +146,9 @@ class Tracker:
             return
         metrics = log.metrics(now=int(time.time() * 1000))
         self.log_batches(rid, metrics, log.params(set()), log.tags())
-        if log.scores is not None:
+        if log.files:
             with tempfile.TemporaryDirectory() as tmp:
-                log.write_artifacts(Path(tmp))
+                write_files(Path(tmp), log.files)
                 self.client.log_artifacts(rid, tmp)
 
     def close_trial(self, number: int, state: str, reason: str | None = None) -> None:

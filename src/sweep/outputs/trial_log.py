@@ -1,9 +1,11 @@
 """What MLflow records of one trial, taken from its result in the process that ran the trial and
 written by whichever process logs it (:mod:`sweep.outputs.writer`): plain data, cheap to send
-between processes, with no corpus or model attached."""
+between processes, with no corpus or model attached. The artifacts' text is made here, on the
+trial's side: the writer's own work, MLflow's, is what bounds how many trials a minute a sweep logs."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from mlflow.entities import Metric, Param, RunTag
 
 from sweep.analysis.diagnostics import describe, diagnose
 from sweep.metrics import Scores
-from sweep.metrics.runfiles import write_run
+from sweep.metrics.runfiles import run_text
 from sweep.outputs.run_view import applicable, flatten, mlflow_name
 from sweep.pipeline.result import EvalResult
 
@@ -26,7 +28,8 @@ class TrialLog:
         number: the Optuna trial number.
         value: the objective's value.
         means: the mean of every metric of the configured view, and ``latency_ms``.
-        result: the evaluation; None for a trial logged late from what the study recorded.
+        config: the full configuration as a dict (a trial logged late from the study has it too).
+        files: the artifacts' names and text (:func:`artifacts`); empty for a trial logged late.
 
     Example:
         >>> log = TrialLog.of(3, result, 0.61, {"ndcg@10": 0.61, "latency_ms": 2.0})  # doctest: +SKIP
@@ -37,36 +40,33 @@ class TrialLog:
     number: int
     value: float
     means: dict[str, float]
-    config: dict | None = None  # the full configuration, as a dict (a late log has it too)
+    config: dict | None = None
     doc_means: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     encode_texts_per_s: float | None = None
     dense_truncated_share: float | None = None
     recall_curve: np.ndarray | None = None
-    scores: Scores | None = None
-    ranking: dict[str, list[tuple[str, float]]] | None = None
-    top_k: int = 10
+    files: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, number: int, result: EvalResult | None, value: float, means: dict[str, float]) -> TrialLog:
-        """Take what MLflow needs from ``result`` (its ranking named by chunk or document ids)."""
+        """Take what MLflow needs from ``result``, the artifacts written out as text."""
         if result is None:
             return cls(number, float(value), dict(means))
+        config = result.config.model_dump(mode="json", exclude={"source"})
         return cls(
             number,
             float(value),
             dict(means),
-            result.config.model_dump(mode="json", exclude={"source"}),
+            config,
             result.doc_scores.mean(),
             dict(result.timings),
             dict(result.counters),
             result.encode_texts_per_s,
             result.dense_truncated_share,
             np.asarray(result.recall_curve),
-            result.scores,
-            result.ranking(),
-            result.config.retrieval.top_k,
+            artifacts(number, config, result.scores, result.ranking(), result.recall_curve),
         )
 
     def metrics(self, now: int) -> list[Metric]:
@@ -74,7 +74,7 @@ class TrialLog:
         throughput, and the recall curve as one metric stepped by k (MLflow charts it as the curve)."""
         out = [Metric(mlflow_name(k), float(v), now, 0) for k, v in self.means.items()]
         out.append(Metric("objective", self.value, now, 0))
-        if self.scores is None:  # logged late, from the study: its means only
+        if self.recall_curve is None:  # logged late, from the study: its means only
             return out
         out += [Metric(f"doc_{mlflow_name(k)}", float(v), now, 0) for k, v in self.doc_means.items()]
         out += [Metric(f"time_{k}_s", float(v), now, 0) for k, v in self.timings.items()]
@@ -94,16 +94,40 @@ class TrialLog:
         """Cache counters are tags: facts about the run, not results to chart."""
         return [RunTag(f"sweep.cache.{k}", str(v)) for k, v in self.counters.items()]
 
-    def write_artifacts(self, folder: Path) -> None:
-        """config.yaml, scores.json (what ``sweep compare RUN_ID`` reads), run.trec and diagnosis.txt."""
-        if self.scores is None:
-            return
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where PyYAML has it: 5x faster
-        (folder / "config.yaml").write_text(yaml.dump(self.config, Dumper=dumper, sort_keys=False))
-        self.scores.write_json(folder / "scores.json", indent=None)  # C's encoder: indent takes Python's
-        write_run(folder / "run.trec", self.ranking, tag=f"trial-{self.number}")  # trec_eval-ready
-        diagnosis = diagnose(self.recall_curve, self.scores.mean(), self.top_k)
-        (folder / "diagnosis.txt").write_text(describe(diagnosis) + "\n")
+
+def artifacts(
+    number: int,
+    config: dict,
+    scores: Scores,
+    ranking: dict[str, list[tuple[str, float]]],
+    recall_curve: np.ndarray,
+) -> dict[str, str]:
+    """A trial's files: config.yaml, scores.json (what ``sweep compare RUN_ID`` reads), run.trec and
+    diagnosis.txt.
+
+    Args:
+        number: the trial number (the run file's tag).
+        config: the configuration as a dict.
+        scores: per-question values of the configured view.
+        ranking: each question's ranked ids and scores (:meth:`EvalResult.ranking`).
+        recall_curve: mean recall@k for k = 1.., for the diagnosis.
+
+    Returns:
+        File name -> text.
+    """
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where PyYAML has it: 5x faster
+    diagnosis = diagnose(recall_curve, scores.mean(), config["retrieval"]["top_k"])
+    return {
+        "config.yaml": yaml.dump(config, Dumper=dumper, sort_keys=False),
+        "scores.json": json.dumps(scores.to_json()),  # one line: C's encoder (indent takes Python's)
+        "run.trec": run_text(ranking, tag=f"trial-{number}"),  # trec_eval-ready
+        "diagnosis.txt": describe(diagnosis) + "\n",
+    }
 
 
-__all__ = ["TrialLog"]
+def write_files(folder: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (folder / name).write_text(text)
+
+
+__all__ = ["TrialLog", "artifacts", "write_files"]
