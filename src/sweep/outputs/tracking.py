@@ -20,7 +20,7 @@ from sweep.locks import create_whole, first_use_lock
 from sweep.outputs.mlflow_client import RetryingClient, TrackingUnavailable
 from sweep.outputs.plots import recall_plot_png
 from sweep.outputs.run_view import default_artifact_location
-from sweep.outputs.trial_log import TrialLog, write_files
+from sweep.outputs.trial_log import TrialLog
 
 PARENT_TAG = "sweep.study"
 
@@ -147,9 +147,7 @@ class Tracker:
         metrics = log.metrics(now=int(time.time() * 1000))
         self.log_batches(rid, metrics, log.params(set()), log.tags())
         if log.files:
-            with tempfile.TemporaryDirectory() as tmp:
-                write_files(Path(tmp), log.files)
-                self.client.log_artifacts(rid, tmp)
+            self.log_files(rid, log.files)
 
     def close_trial(self, number: int, state: str, reason: str | None = None) -> None:
         """:meth:`end_trial` for the run of trial ``number`` (nothing when it has none)."""
@@ -175,10 +173,7 @@ class Tracker:
         history = sorted(self.client.get_metric_history(rid, "recall_curve"), key=lambda m: m.step)
         if not history:
             return
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "recall_at_k.png"
-            path.write_bytes(recall_plot_png({label: [m.value for m in history]}))
-            self.client.log_artifact(rid, str(path))
+        self.log_files(rid, {"recall_at_k.png": recall_plot_png({label: [m.value for m in history]})})
 
     def end_trial(self, rid: str, state: str, reason: str | None = None) -> None:
         """complete → FINISHED; failed → FAILED; pruned and killed → KILLED; the sweep.state tag says which."""
@@ -238,9 +233,12 @@ class Tracker:
     def finish_parent(self, parent_id: str, summary: dict[str, float], files: dict[str, bytes | str]) -> None:
         now = int(time.time() * 1000)
         self.log_batches(parent_id, [Metric(k, float(v), now, 0) for k, v in summary.items()])
+        self.log_files(parent_id, files)
+        self.client.set_terminated(parent_id, "FINISHED")
+
+    def log_files(self, rid: str, files: dict[str, bytes | str]) -> None:
+        """Artifacts of a run from memory: name -> content, through one temporary folder."""
         with tempfile.TemporaryDirectory() as tmp:
             for name, content in files.items():
-                path = Path(tmp) / name
-                path.write_bytes(content if isinstance(content, bytes) else content.encode())
-            self.client.log_artifacts(parent_id, tmp)
-        self.client.set_terminated(parent_id, "FINISHED")
+                (Path(tmp) / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+            self.client.log_artifacts(rid, tmp)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import yaml
@@ -125,9 +124,4 @@ def artifacts(
     }
 
 
-def write_files(folder: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (folder / name).write_text(text)
-
-
-__all__ = ["TrialLog", "artifacts", "write_files"]
+__all__ = ["TrialLog", "artifacts"]
