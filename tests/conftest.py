@@ -310,3 +310,31 @@ def start_chat_server(answer):
         server.server_close()
 
     return f"http://127.0.0.1:{server.server_address[1]}/v1", seen, stop
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory):
+    """A 2-layer CrossEncoder with random weights and MiniLM's tokenizer: plumbing only."""
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from sweep.models import resolve_model
+
+    folder = tmp_path_factory.mktemp("tiny-ce")
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
+    BertForSequenceClassification(config).save_pretrained(folder)
+    src = resolve_model("minilm-l6")
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (Path(src) / name).exists():
+            shutil.copy(Path(src) / name, folder / name)
+    return str(folder)

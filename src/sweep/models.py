@@ -177,15 +177,18 @@ def describe_load_failure(name: str, error: Exception) -> ConfigError:
     )
 
 
-def resolve_device(device: str = "auto", precision: str = "auto") -> tuple[str, str]:
-    """The device and float type a model runs in: ``auto`` is CUDA in float16 when present, else the CPU.
+def resolve_device(device: str = "auto", precision: str = "auto", backend: str = "torch") -> tuple[str, str]:
+    """The device and number type a model runs in: ``auto`` is CUDA in float16 when present, else the CPU.
 
     Half precision roughly doubles a GPU's encode throughput at a cost below the noise of any
-    retrieval metric; on a CPU it is slower, so ``auto`` keeps float32 there.
+    retrieval metric; on a CPU it is slower, so ``auto`` keeps float32 there. The exported backends
+    run float32 unless told otherwise (their int8 and bfloat16 change vectors: a choice, not a default);
+    ONNX Runtime takes CUDA only where its CUDA provider is installed, OpenVINO runs on the CPU.
 
     Args:
         device: ``auto``, ``cpu``, ``cuda`` or ``mps``.
-        precision: ``auto``, ``float32``, ``float16`` or ``bfloat16``.
+        precision: ``auto``, ``float32``, ``float16``, ``bfloat16`` or ``int8``.
+        backend: ``torch``, ``onnx`` or ``openvino``.
 
     Returns:
         (device, precision), both resolved.
@@ -194,6 +197,10 @@ def resolve_device(device: str = "auto", precision: str = "auto") -> tuple[str, 
         >>> resolve_device("cpu")
         ('cpu', 'float32')
     """
+    if backend != "torch":
+        if device == "auto":
+            device = "cuda" if backend == "onnx" and _onnx_cuda() else "cpu"
+        return device, "float32" if precision == "auto" else precision
     if device == "auto":
         import torch
 
@@ -201,3 +208,10 @@ def resolve_device(device: str = "auto", precision: str = "auto") -> tuple[str, 
     if precision == "auto":
         precision = "float16" if device == "cuda" else "float32"
     return device, precision
+
+
+def _onnx_cuda() -> bool:
+    import onnxruntime
+    import torch
+
+    return torch.cuda.is_available() and "CUDAExecutionProvider" in onnxruntime.get_available_providers()

@@ -257,36 +257,6 @@ def test_document_view_ranks_a_document_at_its_best_chunk():
     assert document_run(run, chunk_doc, 3).tolist() == [[2, 0, -1, -1, -1], [1, -1, -1, -1, -1]]
 
 
-@pytest.fixture(scope="module")
-def tiny_cross_encoder(tmp_path_factory):
-    """A 2-layer CrossEncoder with random weights and MiniLM's tokenizer: plumbing only."""
-    import shutil
-
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-
-    from sweep.models import resolve_model
-
-    folder = tmp_path_factory.mktemp("tiny-ce")
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(folder)
-    src = resolve_model("minilm-l6")
-    from pathlib import Path
-
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (Path(src) / name).exists():
-            shutil.copy(Path(src) / name, folder / name)
-    return str(folder)
-
-
 def test_cross_encoder_rerank_reorders_the_head_and_caches_scores(tiny_cross_encoder, tmp_path):
     from sentence_transformers import CrossEncoder
 

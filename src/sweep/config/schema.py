@@ -76,6 +76,36 @@ class BM25Config(Strict):
     backend: Literal["sparse", "rank_bm25"] = "sparse"
 
 
+Backend = Literal["torch", "onnx", "openvino"]
+Precision = Literal["auto", "float32", "float16", "bfloat16", "int8"]
+PRECISIONS = {  # what each backend runs; auto is float16 on CUDA with torch, float32 otherwise
+    "torch": ("auto", "float32", "float16", "bfloat16"),
+    "onnx": ("auto", "float32", "int8"),
+    "openvino": ("auto", "float32", "bfloat16"),
+}
+BACKEND_EXTRAS = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx")}  # the extra's modules
+
+
+def check_installed(backend: str) -> str:
+    """``backend``, or ValueError naming the package and extra it needs: a sweep over backends refuses at start."""
+    import importlib.util
+
+    for module in BACKEND_EXTRAS.get(backend, ()):
+        if importlib.util.find_spec(module) is None:
+            raise ValueError(f"backend {backend} needs {module}: pip install 'rag-sweep[{backend}]'")
+    return backend
+
+
+def check_precision(backend: str, precision: str, device: str) -> None:
+    """Raise ValueError when ``backend`` cannot run ``precision`` on ``device``."""
+    if precision not in PRECISIONS[backend]:
+        raise ValueError(
+            f"backend {backend} runs precision {', '.join(PRECISIONS[backend][1:])}, not {precision}"
+        )
+    if backend == "openvino" and device not in ("auto", "cpu"):
+        raise ValueError(f"backend openvino runs on the CPU here, not {device}: use torch or onnx there")
+
+
 class DenseConfig(Strict):
     model: str = "minilm-l6"
     query_prefix: str = ""
@@ -86,8 +116,9 @@ class DenseConfig(Strict):
         None, ge=8, le=1_000_000, description="None keeps the model's own (256 for MiniLM)"
     )
     device: Literal["auto", "cpu", "cuda", "mps"] = Field("auto", description="auto: CUDA when present")
-    precision: Literal["auto", "float32", "float16", "bfloat16"] = Field(
-        "auto", description="auto: float16 on CUDA, float32 elsewhere"
+    backend: Backend = Field("torch", description="onnx, openvino: the exported model (cache_dir/models)")
+    precision: Precision = Field(
+        "auto", description="auto: float16 on CUDA with torch, float32 elsewhere; int8: onnx; bfloat16"
     )
     index: Literal["flat", "hnsw", "ivf"] = "flat"
     hnsw_m: int = Field(32, ge=4, le=1024)
@@ -97,6 +128,13 @@ class DenseConfig(Strict):
     hnsw_ef_construction: int = Field(40, ge=4, le=100_000)
     ivf_lists: int = Field(256, ge=1, le=1_000_000)
     ivf_probe: int = Field(16, ge=1, le=1_000_000)
+
+    _installed = field_validator("backend")(check_installed)
+
+    @model_validator(mode="after")
+    def _backend_runs(self):
+        check_precision(self.backend, self.precision, self.device)
+        return self
 
 
 class EncodeConfig(Strict):
@@ -140,6 +178,15 @@ class RerankConfig(Strict):
         le=1_000_000,
         description="bi_encoder: as dense.max_seq_length; equal settings share cached embeddings",
     )
+    backend: Backend = Field("torch", description="as dense.backend, for the reranking model")
+    precision: Precision = Field("auto", description="as dense.precision")
+
+    _installed = field_validator("backend")(check_installed)
+
+    @model_validator(mode="after")
+    def _backend_runs(self):
+        check_precision(self.backend, self.precision, "auto")
+        return self
 
 
 class RM3Config(Strict):

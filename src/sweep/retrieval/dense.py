@@ -50,7 +50,8 @@ class Encoder:
         On Ray the float type is the workers' (``auto`` there means CUDA when they get GPUs), so that
         questions encoded here land in the same cache as the chunks encoded there.
         """
-        device, precision = resolve_device(self.config.device, self.config.precision)
+        c = self.config
+        device, precision = resolve_device(c.device, c.precision, c.backend)
         return device, self.on_workers[1] if self.engine.engine == "ray" else precision
 
     @cached_property
@@ -59,7 +60,7 @@ class Encoder:
         device = self.config.device
         if device == "auto":
             device = "cuda" if self.engine.gpus_per_worker > 0 else "cpu"
-        return resolve_device(device, self.config.precision)
+        return resolve_device(device, self.config.precision, self.config.backend)
 
     @property
     def device(self) -> str:
@@ -71,19 +72,22 @@ class Encoder:
 
     @cached_property
     def store(self) -> RowStore:
-        half = () if self.precision == "float32" else (self.precision,)  # float32 keeps the caches it made
+        c = self.config  # torch in float32 keeps the caches it made; any other backend or type has its own
+        variant = () if c.backend == "torch" else (c.backend,)
+        variant += () if self.precision == "float32" and not variant else (self.precision,)
         namespace = content_key(
             "embeddings",
             model_identity(self.config.model),
             self.config.normalize,
             self.config.max_seq_length,
-            *half,
+            *variant,
         )
         return RowStore(self.cache_dir, namespace)
 
     def model(self):
+        c = self.config
         return load_sentence_transformer(
-            self.config.model, self.config.max_seq_length, self.device, self.precision
+            c.model, c.max_seq_length, self.device, self.precision, c.backend, self.cache_dir
         )
 
     def encode(
@@ -153,7 +157,9 @@ class Encoder:
                 b.update(len(numbers))
 
             t = time.perf_counter()
-            encode_on_ray([unique[k] for k in keys], self.config, *self.on_workers, self.engine, land)
+            encode_on_ray(
+                [unique[k] for k in keys], self.config, *self.on_workers, self.engine, land, self.cache_dir
+            )
             self.stats.seconds += time.perf_counter() - t
             self.stats.encoded += len(keys)
 

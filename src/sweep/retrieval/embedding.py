@@ -12,16 +12,48 @@ from pathlib import Path
 import numpy as np
 
 from sweep.config.schema import DenseConfig
-from sweep.models import check_hub_model, describe_load_failure, resolve_model
+from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_model
+from sweep.retrieval.runtimes import use_backend
 
 
 @lru_cache(maxsize=4)
 def load_sentence_transformer(
-    name: str, max_seq_length: int | None = None, device: str = "cpu", precision: str = "float32"
+    name: str,
+    max_seq_length: int | None = None,
+    device: str = "cpu",
+    precision: str = "float32",
+    backend: str = "torch",
+    cache_dir: str = ".cache/rag-sweep",
 ):
-    """One obvious way to load a model: folder, packaged alias, or hub name; on a resolved device and float type."""
+    """One obvious way to load a model: folder, packaged alias, or hub name; on a resolved device, number
+    type and backend (an exported backend's file is kept in ``cache_dir``, see :mod:`sweep.retrieval.runtimes`)."""
     import torch
-    from sentence_transformers import SentenceTransformer
+
+    model = load_model("SentenceTransformer", name, device if backend == "torch" else "cpu")
+    if backend != "torch":
+        use_backend(model, model_identity(name), backend, precision, device, cache_dir)
+    elif precision != "float32":
+        model.to(getattr(torch, precision))
+    if max_seq_length:
+        model.max_seq_length = max_seq_length
+    return model
+
+
+def load_model(kind: str, name: str, device: str):
+    """A sentence-transformers ``SentenceTransformer`` or ``CrossEncoder`` by folder, alias or hub name.
+
+    Args:
+        kind: the class name.
+        name: a local folder, a packaged alias or a hub name.
+        device: where its torch weights go.
+
+    Returns:
+        The loaded model.
+
+    Example:
+        >>> load_model("CrossEncoder", "cross-encoder/ms-marco-MiniLM-L-6-v2", "cpu")  # doctest: +SKIP
+    """
+    import sentence_transformers
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars say nothing a user needs
@@ -29,14 +61,9 @@ def load_sentence_transformer(
     if resolved == name and not Path(name).expanduser().exists():
         check_hub_model(name)  # seconds, not a minute and a half of download retries
     try:
-        model = SentenceTransformer(resolved, device=device)
+        return getattr(sentence_transformers, kind)(resolved, device=device)
     except Exception as e:  # noqa: BLE001 - any loading failure becomes a config error naming the model
         raise describe_load_failure(name, e) from e
-    if precision != "float32":
-        model.to(getattr(torch, precision))
-    if max_seq_length:
-        model.max_seq_length = max_seq_length
-    return model
 
 
 def embed(model, texts: list[str], config: DenseConfig) -> np.ndarray:

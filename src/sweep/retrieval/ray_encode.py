@@ -26,10 +26,10 @@ log = logging.getLogger(__name__)
 class EmbedBatches:
     """A Ray actor's work: load the model once, embed every batch it is handed (rows keep their numbers)."""
 
-    def __init__(self, config_json: str, device: str, precision: str):
-        self.config = DenseConfig.model_validate_json(config_json)
+    def __init__(self, config_json: str, device: str, precision: str, cache_dir: str):
+        c = self.config = DenseConfig.model_validate_json(config_json)
         self.model = load_sentence_transformer(
-            self.config.model, self.config.max_seq_length, device, precision
+            c.model, c.max_seq_length, device, precision, c.backend, cache_dir
         )
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -71,7 +71,13 @@ def connect(engine: EncodeConfig):
 
 
 def encode_on_ray(
-    texts: list[str], config: DenseConfig, device: str, precision: str, engine: EncodeConfig, on_rows
+    texts: list[str],
+    config: DenseConfig,
+    device: str,
+    precision: str,
+    engine: EncodeConfig,
+    on_rows,
+    cache_dir: str = ".cache/rag-sweep",
 ) -> None:
     """Embed ``texts`` as one Ray Data job, handing each finished batch to ``on_rows(rows, vectors)``.
 
@@ -83,6 +89,7 @@ def encode_on_ray(
         precision: the resolved float type.
         engine: the cluster address, actors, rows per batch and GPUs per actor.
         on_rows: called with ``(row numbers into texts, float32 vectors)`` as batches finish, in any order.
+        cache_dir: where an exported backend's model file is made or found (on each worker's machine).
 
     Example:
         >>> encode_on_ray(["a"], DenseConfig(), "cpu", "float32", EncodeConfig(engine="ray"), print)  # doctest: +SKIP
@@ -103,7 +110,7 @@ def encode_on_ray(
     blocks = [table.slice(start, step) for start in range(0, len(texts), step)]
     dataset = ray.data.from_arrow(blocks).map_batches(
         EmbedBatches,
-        fn_constructor_args=(config.model_dump_json(), device, precision),
+        fn_constructor_args=(config.model_dump_json(), device, precision, cache_dir),
         batch_size=step,
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=min(engine.workers, len(blocks))),

@@ -19,31 +19,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from sweep.cache import RowStore, content_key, text_key
 from sweep.config.schema import DenseConfig, RerankConfig
-from sweep.models import check_hub_model, describe_load_failure, model_identity, resolve_device, resolve_model
+from sweep.models import model_identity, resolve_device
 from sweep.retrieval.dense import Encoder
-from sweep.retrieval.embedding import load_sentence_transformer
+from sweep.retrieval.embedding import load_model, load_sentence_transformer
 from sweep.retrieval.results import StageResult
+from sweep.retrieval.runtimes import use_backend
 
 
 @lru_cache(maxsize=2)
-def load_cross_encoder(name: str):
-    """A cross-encoder by folder, packaged alias or hub name, on CUDA when present (float32: its scores rank)."""
-    from sentence_transformers import CrossEncoder
-
-    resolved = resolve_model(name)
-    if resolved == name and not Path(name).expanduser().exists():
-        check_hub_model(name)
-    try:
-        return CrossEncoder(resolved, device=resolve_device()[0])
-    except Exception as e:  # noqa: BLE001
-        raise describe_load_failure(name, e) from e
+def load_cross_encoder(name: str, backend: str = "torch", precision: str = "auto", cache_dir: str = ".cache"):
+    """A cross-encoder by folder, packaged alias or hub name, on CUDA when present (float32 with torch: its
+    scores rank); an exported backend swaps in its transformer core as for embedding models."""
+    device, precision = resolve_device("auto", "float32" if backend == "torch" else precision, backend)
+    model = load_model("CrossEncoder", name, device if backend == "torch" else "cpu")
+    return use_backend(model, model_identity(name), backend, precision, device, cache_dir)
 
 
 @dataclass
@@ -57,8 +52,14 @@ class Reranker:
 
     def __post_init__(self) -> None:
         self._store = RowStore(
-            self.cache_dir, content_key("rerank", self.config.kind, model_identity(self.config.model))
+            self.cache_dir,
+            content_key("rerank", self.config.kind, model_identity(self.config.model), *self._variant()),
         )
+
+    def _variant(self) -> tuple[str, ...]:
+        """What the backend adds to the score cache's key: nothing for torch, so its caches stay valid."""
+        c = self.config
+        return () if c.backend == "torch" else (c.backend, resolve_device("cpu", c.precision, c.backend)[1])
 
     def rerank(self, queries: list[str], texts: list[str], first: StageResult) -> StageResult:
         depth = min(self.config.depth, first.ids.shape[1])
@@ -100,7 +101,9 @@ class Reranker:
         """Scores of the pairs, ``bar`` advanced per batch (per pair for the bi-encoder's texts)."""
         kind = self.config.kind
         if kind == "cross_encoder":
-            model = load_cross_encoder(self.config.model)
+            model = load_cross_encoder(
+                self.config.model, self.config.backend, self.config.precision, self.cache_dir
+            )
             pairs = list(zip(queries, texts))
             step = self.config.batch_size * 8
             out = []
@@ -120,6 +123,8 @@ class Reranker:
                     model=self.config.model,
                     batch_size=self.config.batch_size,
                     max_seq_length=self.config.max_seq_length,
+                    backend=self.config.backend,
+                    precision=self.config.precision,
                 ),
                 self.cache_dir,
             )
@@ -129,7 +134,10 @@ class Reranker:
         return self._maxsim(queries, texts)
 
     def _maxsim(self, queries: list[str], texts: list[str]) -> np.ndarray:
-        model = load_sentence_transformer(self.config.model, None, *resolve_device())
+        c = self.config
+        model = load_sentence_transformer(
+            c.model, None, *resolve_device("auto", c.precision, c.backend), c.backend, self.cache_dir
+        )
 
         def tokens(batch):  # noqa: E306
             out = model.encode(batch, output_value="token_embeddings", batch_size=self.config.batch_size)
