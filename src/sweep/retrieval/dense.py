@@ -190,7 +190,7 @@ def truncated_share(texts: list[str], config: DenseConfig) -> float:
     )
     limit = model.max_seq_length
     tokenizer = getattr(model, "tokenizer", None)
-    if tokenizer is None or not limit:
+    if tokenizer is None or not limit or limit == float("inf"):  # inf: a static model, nothing is cut
         return 0.0
     lengths = [
         len(ids)

@@ -6,6 +6,7 @@ both load and call the model here, so the two engines give the same vectors.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def load_sentence_transformer(
         use_backend(model, model_identity(name), backend, precision, device, cache_dir)
     elif precision != "float32":
         model.to(getattr(torch, precision))
-    if max_seq_length:
+    if max_seq_length and math.isfinite(model.max_seq_length):  # a static model reads texts whole
         model.max_seq_length = max_seq_length
     return model
 
