@@ -141,7 +141,9 @@ def _quantize(source: Path, out: Path) -> None:
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    logging.disable(logging.INFO)  # the quantiser logs a line per tensor it leaves alone, on the root logger
+    logging.disable(
+        logging.WARNING
+    )  # on the root logger: a line per tensor left alone, advice on pre-processing
     try:
         quantize_dynamic(
             str(source),
