@@ -1,6 +1,6 @@
 """Benchmarks, printed as figures and ratios measured in one run.
 
-    ./scripts/bench [--only bootstrap,trial,sweep_trial,scale,metrics,bm25,encode,eval,sweep,workers,inference] [--questions 10000]
+    ./scripts/bench [--only bootstrap,trial,sweep_trial,scale,metrics,bm25,encode,eval,sweep,workers,inference,screen] [--questions 10000]
 
 Ratios, not absolute times, are the targets: the machines are shared and
 noisy. The last line is one JSON object with every headline figure.
@@ -701,6 +701,7 @@ SECTIONS = {
     "sweep": lambda a: bench_sweep(),
     "workers": lambda a: bench_workers(),
     "inference": lambda a: __import__("bench_inference").bench_inference(),
+    "screen": lambda a: __import__("bench_screen").bench_screen(),
 }
 
 

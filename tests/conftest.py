@@ -338,3 +338,16 @@ def tiny_cross_encoder(tmp_path_factory):
         if (Path(src) / name).exists():
             shutil.copy(Path(src) / name, folder / name)
     return str(folder)
+
+
+@pytest.fixture(scope="session")
+def tiny_bi_encoder(tiny_cross_encoder, tmp_path_factory):
+    """A 2-layer bi-encoder with random weights (the tiny cross-encoder's core, mean-pooled): a planted
+    weak model, fast to encode with and far worse than MiniLM at ranking."""
+    from sentence_transformers import SentenceTransformer, models
+
+    folder = tmp_path_factory.mktemp("tiny-bi")
+    transformer = models.Transformer(tiny_cross_encoder, max_seq_length=128)
+    pooling = models.Pooling(transformer.get_embedding_dimension(), "mean")
+    SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(folder))
+    return str(folder)

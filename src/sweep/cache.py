@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from sweep.errors import SweepError
 from sweep.locks import try_lock
@@ -35,19 +36,6 @@ log = logging.getLogger(__name__)
 MAGIC = b"RAGSWEEP1\n"
 SHARD_ROWS = 256  # rows a process claims at a time: small enough to share, big enough for whole batches
 WAIT_POLL_S = 0.2
-
-
-class _NoBar:
-    """What ``fetch_or_compute`` calls on a progress bar (tqdm's names), when there is none."""
-
-    def update(self, n: int) -> None:
-        pass
-
-    def refresh(self) -> None:
-        pass
-
-    def set_postfix_str(self, text: str) -> None:
-        pass
 
 
 def content_key(*parts: object) -> str:
@@ -224,6 +212,11 @@ class RowStore:
             for i, k in enumerate(arrays["keys"]):
                 self._index.setdefault(k.tobytes(), (path, i))
 
+    def missing(self, keys: set[bytes]) -> int:
+        """How many of ``keys`` no shard on disk holds yet."""
+        self._refresh()
+        return sum(k not in self._index for k in keys)
+
     def get_many(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None]:
         """(found mask, rows for the found keys in order) after looking at shards on disk."""
         if any(k not in self._index for k in keys):
@@ -280,7 +273,7 @@ class RowStore:
             bar.update(len(done))
             bar.refresh()  # shown as it lands, however soon after the last update
 
-        with progress(len(missing)) if progress else contextlib.nullcontext(_NoBar()) as bar:
+        with progress(len(missing)) if progress else tqdm(disable=True) as bar:
             while shards:
                 self._refresh()
                 for shard in [s for s, todo in shards.items() if all(k in self._index for k in todo)]:

@@ -152,7 +152,7 @@ def _convert_l3(onnx_file: Path, folder: Path) -> None:
     bert.save_pretrained(staging)
     _copy_tokenizer(staging)
     transformer = models.Transformer(str(staging), max_seq_length=128)
-    pooling = models.Pooling(transformer.get_word_embedding_dimension(), "mean")
+    pooling = models.Pooling(transformer.get_embedding_dimension(), "mean")
     SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(folder))
 
 

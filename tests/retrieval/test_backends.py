@@ -135,9 +135,8 @@ def test_two_workers_exporting_one_model_make_it_once(tmp_path):
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs[0][1].decode()[-2000:]
     logs = b"".join(err for _, err in outs).decode()
-    assert logs.count("exporting sentence-transformers") == 1, logs[
-        -3000:
-    ]  # one made it, one waited  # one made it, the other waited and read it
+    # one made it, the other waited and read it
+    assert logs.count("exporting sentence-transformers") == 1, logs[-3000:]
     a, b = (np.load(io.BytesIO(out)) for out, _ in outs)
     assert np.array_equal(a[:2], b[:2]) and not np.array_equal(a[2], b[2])
     files = sorted(p.name for p in (tmp_path / "models").rglob("*") if p.is_file() and p.suffix != ".lock")

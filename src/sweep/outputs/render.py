@@ -129,6 +129,11 @@ def trial_lines(
         value += " " + " ".join(f"{n}={v:.4g}" for n, v in zip(extra_objectives, trial.values[1:]))
     if trial.state.name == "PRUNED":
         value = f"pruned after {trial.user_attrs.get('questions_evaluated')} questions"
+        if trial.user_attrs.get("screened_out"):
+            pool = trial.user_attrs["screen"]
+            value = (
+                f"screened out at {pool['value']:.4f} on a pool of {pool['pool']} of {pool['chunks']} chunks"
+            )
     short = " ".join(
         f"{k.rsplit('.', 1)[-1]}={v:g}" if isinstance(v, float) else f"{k.rsplit('.', 1)[-1]}={v}"
         for k, v in trial.params.items()

@@ -79,7 +79,7 @@ class Pipeline:
                 self._datasets[ds_key] = load_dataset(config.dataset, self.lenient, scorable=not self.serving)
             except ConfigError as e:
                 raise e.located(config.source) from None
-        encoder = self._encoder(DenseConfig(model=chunking.model), config)  # the semantic chunker's sentences
+        encoder = self.encoder(DenseConfig(model=chunking.model), config)  # the semantic chunker's sentences
         embed = partial(encoder.encode, progress="embedding sentences" if self.progress else None, bulk=True)
         self._prepared[key] = build_prepared(self._datasets[ds_key], config, chunking, key, embed)
         return self._prepared[key]
@@ -104,7 +104,8 @@ class Pipeline:
         self._cost[name] = result.compute_seconds
         return result
 
-    def _encoder(self, dense: DenseConfig, config: EvalConfig) -> Encoder:
+    def encoder(self, dense: DenseConfig, config: EvalConfig) -> Encoder:
+        """The one encoder (and vector cache) for these dense and encode settings, made on first use."""
         k = dense.model_dump_json() + config.encode.model_dump_json()
         if k not in self._encoders:
             self._encoders[k] = Encoder(dense, self.cache_dir, config.encode)
@@ -153,8 +154,7 @@ class Pipeline:
             return fused
 
         if self.serving:
-            t = time.perf_counter()
-            result = compute()
+            t, result = time.perf_counter(), compute()
             timings[name] = time.perf_counter() - t
             self._cost[name] = result.compute_seconds
             return result
@@ -188,7 +188,7 @@ class Pipeline:
         prf = q.prf if q.transform == "dense_prf" else None
         hyde = q.llm if q.transform == "hyde" else None  # an LLM's answer passage in the question's place
         prompt = hyde and hyde.model_dump(include={"url", "model", "prompt"})
-        encoder = self._encoder(c, config)  # the model itself loads only when a text must be encoded
+        encoder = self.encoder(c, config)  # the model itself loads only when a text must be encoded
         params = (
             c.model_dump(exclude={"batch_size", "model", "device", "precision"}),
             model_identity(c.model),

@@ -90,6 +90,10 @@ class Encoder:
             c.model, c.max_seq_length, self.device, self.precision, c.backend, self.cache_dir
         )
 
+    def missing(self, texts: list[str], prefix: str = "") -> int:
+        """How many distinct ``prefix + text`` have no cached vector yet: what encoding them all costs."""
+        return self.store.missing({text_key(prefix + t) for t in texts})
+
     def encode(
         self, texts: list[str], prefix: str = "", progress: str | None = None, bulk: bool = False
     ) -> np.ndarray:

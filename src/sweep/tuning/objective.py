@@ -14,6 +14,7 @@ from sweep.outputs.render import trial_lines
 from sweep.outputs.run_view import applicable, flatten
 from sweep.outputs.trial_log import TrialLog
 from sweep.pipeline.result import merge_results
+from sweep.tuning.screening import screen
 from sweep.tuning.space import suggest
 from sweep.tuning.trials import KIND_ATTR, WORKER_ATTR, best_trial, counts, is_surplus, twin_of
 from sweep.tuning.workers import worker_label
@@ -50,12 +51,13 @@ def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
         {"sweep.worker": worker},
     )
     sweep.pipeline.label = f"{worker_label()}trial {trial.number}"
+    screening = screen(sweep, trial, config) if sweep.search.screen else 0.0  # may prune it, unencoded
     metrics = [sweep.search.objective] + [m for m in sweep.search.extra_objectives if m != "latency_ms"]
     result = evaluate(sweep, trial, config, metrics)
     means = result.scores.mean() | {"latency_ms": result.latency_ms}
     value = means[sweep.search.objective]
     trial.set_user_attr("means", {k: float(v) for k, v in means.items()})
-    trial.set_user_attr("seconds", sum(result.timings.values()))
+    trial.set_user_attr("seconds", screening + sum(result.timings.values()))
     for warning in result.warnings:
         if warning not in sweep._warned:  # once per sweep: each chunking and model says it once
             sweep._warned.add(warning)

@@ -95,6 +95,18 @@ class HoldoutSettings(BaseModel):
     seed: int = 42
 
 
+class ScreenSettings(BaseModel):
+    """Score a new (model, chunking) pair over a BM25 candidate pool before encoding its corpus.
+
+    A pair whose pool score is below the median of the finished trials' is pruned there
+    (:mod:`sweep.tuning.screening`); ``scripts/screen_check.py`` measures how well pool scores rank pairs.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pool: int = Field(200, ge=1, le=100_000, description="BM25 candidates per tuning question, pooled")
+
+
 class SearchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -115,6 +127,7 @@ class SearchConfig(BaseModel):
     pruning_batches: int = Field(
         4, ge=2, le=1000, description="question batches a trial is evaluated in when pruning"
     )
+    screen: ScreenSettings | None = Field(None, description="off unless set, e.g. screen: {pool: 200}")
     retries: int = Field(1, ge=0, le=100, description="times a trial whose worker died is re-queued")
     tracking_retry_seconds: float = Field(
         60,
@@ -134,6 +147,10 @@ class SearchConfig(BaseModel):
     def _pruning_single_objective(self):
         if self.pruner != "none" and self.extra_objectives:
             raise ValueError("pruning needs a single objective (Optuna cannot prune multi-objective studies)")
+        if self.screen is not None and self.extra_objectives:
+            raise ValueError(
+                "screening needs a single objective (Optuna cannot prune multi-objective studies)"
+            )
         if self.grace_period <= self.heartbeat_interval:
             raise ValueError("grace_period must be longer than heartbeat_interval")
         return self
