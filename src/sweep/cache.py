@@ -214,7 +214,8 @@ class RowStore:
 
     def missing(self, keys: set[bytes]) -> int:
         """How many of ``keys`` no shard on disk holds yet."""
-        self._refresh()
+        if any(k not in self._index for k in keys):
+            self._refresh()
         return sum(k not in self._index for k in keys)
 
     def get_many(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None]:

@@ -31,7 +31,6 @@ class PoolScore:
     value: float  # the objective of dense retrieval alone, ranked over the pool
     pool: int  # chunks in the pool: what screening encodes
     chunks: int  # chunks in the corpus: what the full encoding costs
-    missing: int  # corpus chunks with no cached vector yet; 0: screening out would save nothing
 
 
 def pool_score(pipeline: Pipeline, config: EvalConfig, objective: str, pool: int) -> PoolScore | None:
@@ -66,7 +65,6 @@ def pool_score(pipeline: Pipeline, config: EvalConfig, objective: str, pool: int
     members = np.unique(candidates[candidates >= 0])
     c = r.dense
     encoder = pipeline.encoder(c, config)
-    missing = encoder.missing(p.index_texts, c.document_prefix)
     label = f"{pipeline.label}: " * bool(pipeline.label) + f"screening {c.model} on {len(members)} chunks"
     vectors = encoder.encode([p.index_texts[i] for i in members], c.document_prefix, label)
     queries = encoder.encode(p.queries, c.query_prefix)
@@ -77,7 +75,7 @@ def pool_score(pipeline: Pipeline, config: EvalConfig, objective: str, pool: int
         deep = expand_to_parents(deep, p.parents.of)
     chunk_scores, doc_scores, _ = score_ranking(p, config, deep, deep.head(r.top_k), [objective])
     scores = doc_scores if config.evaluation.view == "document" else chunk_scores
-    return PoolScore(float(scores.mean()[objective]), len(members), len(p.chunks), missing)
+    return PoolScore(float(scores.mean()[objective]), len(members), len(p.chunks))
 
 
 __all__ = ["PoolScore", "pool_score"]

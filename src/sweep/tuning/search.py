@@ -145,11 +145,10 @@ class SearchConfig(BaseModel):
 
     @model_validator(mode="after")
     def _pruning_single_objective(self):
-        if self.pruner != "none" and self.extra_objectives:
-            raise ValueError("pruning needs a single objective (Optuna cannot prune multi-objective studies)")
-        if self.screen is not None and self.extra_objectives:
+        pruning = "pruning" if self.pruner != "none" else "screening" if self.screen is not None else None
+        if pruning and self.extra_objectives:
             raise ValueError(
-                "screening needs a single objective (Optuna cannot prune multi-objective studies)"
+                f"{pruning} needs a single objective (Optuna cannot prune multi-objective studies)"
             )
         if self.grace_period <= self.heartbeat_interval:
             raise ValueError("grace_period must be longer than heartbeat_interval")
