@@ -23,14 +23,13 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from sweep.errors import SweepError
 from sweep.locks import try_lock
+from sweep.logs import progress_bar
 
 log = logging.getLogger(__name__)
 MAGIC = b"RAGSWEEP1\n"
@@ -164,27 +163,15 @@ def _read_or_discard(path: Path) -> dict[str, np.ndarray] | None:
         return None
 
 
-@dataclass
-class CacheStats:
-    hits: int = 0
-    misses: int = 0
-
-
 class StageCache:
     def __init__(self, root: str | Path):
         self.root = Path(root) / "stages"
-        self.stats = CacheStats()
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.arr"
 
     def get(self, key: str) -> dict[str, np.ndarray] | None:
-        found = _read_or_discard(self.path(key))
-        if found is None:
-            self.stats.misses += 1
-        else:
-            self.stats.hits += 1
-        return found
+        return _read_or_discard(self.path(key))
 
     def put(self, key: str, arrays: dict[str, np.ndarray]) -> None:
         write_arrays(self.path(key), arrays)
@@ -197,7 +184,6 @@ class RowStore:
         self.dir = Path(root) / "rows" / namespace
         self._index: dict[bytes, tuple[Path, int]] = {}
         self._shards: dict[Path, np.ndarray] = {}
-        self.stats = CacheStats()
 
     def _refresh(self) -> None:
         if not self.dir.is_dir():
@@ -223,15 +209,13 @@ class RowStore:
         if any(k not in self._index for k in keys):
             self._refresh()
         found = np.array([k in self._index for k in keys], dtype=bool)
-        self.stats.hits += int(found.sum())
-        self.stats.misses += int((~found).sum())
         if not found.any():
             return found, None
         rows = [self._row(k) for k, f in zip(keys, found) if f]
         return found, np.stack(rows)
 
     def fetch_or_compute(
-        self, keys: list[bytes], compute, progress=None, together: bool = False
+        self, keys: list[bytes], compute, progress=None, together: bool = False, keep: bool = True
     ) -> tuple[dict[bytes, np.ndarray], int]:
         """Rows for distinct ``keys``: those on disk are read, the rest computed in shards that processes share.
 
@@ -248,6 +232,8 @@ class RowStore:
             progress: ``progress(total)`` returns the bar (a tqdm context) for the missing rows.
             together: claim every free shard at once and compute them in one call: for a cluster job,
                 which parallelises by itself, so another process waits instead of sending the same rows.
+            keep: write the computed rows; False (serving new questions): computed, returned, not kept,
+                so the cache does not grow with use.
 
         Returns:
             (rows by key, how many rows this process computed).
@@ -263,6 +249,10 @@ class RowStore:
         missing = [k for k, f in zip(keys, found) if not f]
         if not missing:
             return out, 0
+        if not keep:
+            with progress(len(missing)) if progress else progress_bar(disable=True) as bar:
+                new = np.asarray(compute(missing, bar), dtype=np.float32)
+            return out | dict(zip(missing, new)), len(missing)
         n_shards = -(-len(keys) // SHARD_ROWS)
         shards: dict[int, list[bytes]] = {}
         for k in missing:
@@ -274,7 +264,7 @@ class RowStore:
             bar.update(len(done))
             bar.refresh()  # shown as it lands, however soon after the last update
 
-        with progress(len(missing)) if progress else tqdm(disable=True) as bar:
+        with progress(len(missing)) if progress else progress_bar(disable=True) as bar:
             while shards:
                 self._refresh()
                 for shard in [s for s, todo in shards.items() if all(k in self._index for k in todo)]:

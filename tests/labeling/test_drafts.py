@@ -11,9 +11,10 @@ from test_label_page import api
 from conftest import start_chat_server
 from sweep.data.model import Document
 from sweep.errors import DataError
-from sweep.labeling.drafts import PROMPT, DraftClient, DraftError
+from sweep.labeling.drafts import PROMPT, DraftClient
 from sweep.labeling.server import LabelSession, serve_in_thread
 from sweep.labeling.store import JudgmentStore
+from sweep.llm import LLMError
 
 PASSAGE = "Run the installer, then restart the shell. The installer needs admin rights."
 
@@ -78,12 +79,12 @@ def test_json_wrapped_in_prose_is_read_and_no_key_sends_no_header(chat, monkeypa
     ],
 )
 def test_failures_are_one_reason_each(chat, passage, says):
-    with pytest.raises(DraftError, match=says.replace("{", r"\{").replace("}", r"\}")):
+    with pytest.raises(LLMError, match=says.replace("{", r"\{").replace("}", r"\}")):
         DraftClient(chat[0], "m").draft("d", 0, passage)
 
 
 def test_an_endpoint_that_is_not_there_is_a_clear_error():
-    with pytest.raises(DraftError, match="did not answer"):
+    with pytest.raises(LLMError, match="did not answer"):
         DraftClient("http://127.0.0.1:9/v1", "m", timeout=5).draft("d", 0, PASSAGE)
 
 

@@ -15,7 +15,7 @@ from sweep.config.load import load_config
 from sweep.config.schema import BM25Config, PRFConfig, RM3Config
 from sweep.errors import ConfigError, SweepError
 from sweep.pipeline.runner import Pipeline
-from sweep.retrieval.bm25 import Analyzer, SparseBM25, bm25_search
+from sweep.retrieval.bm25 import Analyzer, BM25Index, SparseBM25
 from sweep.retrieval.query import rm3_query_weights, rocchio, rrf_by_owner
 from sweep.retrieval.results import StageResult
 from sweep.tuning.sweep import run_sweep
@@ -66,9 +66,9 @@ def test_rm3_search_ranks_by_the_expanded_query():
         "melon",
         "kiwi",
     ]
-    plain = bm25_search(docs, ["apple"], PLAIN, 7)
-    expanded = bm25_search(
-        docs, ["apple"], PLAIN, 7, rm3=RM3Config(fb_docs=2, fb_terms=5, original_weight=0.5)
+    plain = BM25Index(docs, PLAIN).search(["apple"], 7)
+    expanded = BM25Index(docs, PLAIN, RM3Config(fb_docs=2, fb_terms=5, original_weight=0.5)).search(
+        ["apple"], 7
     )
     assert set(plain.ids[0][plain.ids[0] >= 0]) == {0, 1}  # BM25 alone finds only the apple documents
     found = set(expanded.ids[0][expanded.ids[0] >= 0])

@@ -138,3 +138,27 @@ def test_every_trial_logs_its_ranking_as_run_trec(fixture_config, tmp_path):
         "ndcg@5": logged["ndcg_at_5"],
         "mrr": logged["mrr"],
     }
+
+
+def test_a_lenient_sweeps_winner_loads_and_exports_without_the_flag(fixture_config, tmp_path, capsys):
+    from sweep.errors import DataError
+    from sweep.serving.retriever import Retriever
+
+    corpus = fixture_config.parent / "data" / "corpus.jsonl"
+    empty = [json.dumps({"id": f"empty{i}", "text": ""}) for i in (1, 2)]
+    corpus.write_text(corpus.read_text() + "\n" + "\n".join(empty))  # two documents with no text
+    with pytest.raises(DataError, match="dataset.lenient: true"):
+        Retriever.from_config(fixture_config)
+
+    result = run_sweep(
+        fixture_config, ["search.trials=2"], runs_dir=tmp_path / "runs", quiet=True, lenient=True
+    )
+    assert yaml.safe_load(result.best_config_yaml)["dataset"]["lenient"] is True
+    args = ["export", result.study_name, "--out", str(tmp_path / "out"), "--runs-dir", str(tmp_path / "runs")]
+    assert main(args) == 0, capsys.readouterr().err
+    exported = tmp_path / "out" / "best_config.yaml"
+    hits = Retriever.from_config(exported).search("what is photosynthesis?")
+    assert hits and not any(h.doc_id.startswith("empty") for h in hits)
+    # the winner as measured: the same eval set, the two empty documents left out as the sweep did
+    with pytest.raises(DataError):
+        Retriever.from_config(exported, ["dataset.lenient=false"])

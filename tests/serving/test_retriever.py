@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -118,3 +119,28 @@ def test_langchain_and_llamaindex_adapters_return_the_retrievers_hits(fixture_co
     assert [(n.node.ref_doc_id, n.node.get_content(), n.score) for n in nodes] == [
         (h.doc_id, h.text, h.score) for h in hits
     ]
+
+
+def test_serving_new_questions_leaves_the_cache_as_it_was_and_answers_as_the_sweep_would(fixture_config):
+    config = load_config(
+        fixture_config, ["retrieval.mode=hybrid", "retrieval.rerank.enabled=true", "retrieval.rerank.depth=5"]
+    )
+    retriever = Retriever(config)
+    assert (
+        retriever._prepared.labels.n_questions == retriever._prepared.doc_labels.n_questions == 0
+    )  # none resolved
+    retriever.search("warm up: the indexes are built and the chunks embedded")
+
+    def files() -> dict[str, int]:
+        return {str(p): p.stat().st_size for p in Path(config.cache_dir).rglob("*") if p.is_file()}
+
+    before = files()
+    queries = Pipeline(config.cache_dir, progress=False).prepare(config).queries
+    served = retriever.search_many(queries)  # questions the cache has never seen
+    assert files() == before  # no query vector or pair score of a served question is kept
+
+    _, ids, scores = expected_rankings(config)  # the sweep's pipeline: computed and cached
+    assert [[h.chunk_id for h in row] for row in served] == ids
+    assert [h.score for row in served for h in row] == pytest.approx(
+        [s for row in scores for s in row], abs=1e-6
+    )

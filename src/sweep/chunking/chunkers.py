@@ -29,7 +29,6 @@ Strategies:
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
@@ -93,14 +92,6 @@ class ChunkSet:
 
     def __len__(self) -> int:
         return len(self.texts)
-
-    @property
-    def content_hash(self) -> str:
-        h = hashlib.sha256()
-        h.update(self.doc.tobytes() + self.start.tobytes() + self.end.tobytes())
-        for t in self.texts:
-            h.update(hashlib.sha1(t.encode()).digest())
-        return h.hexdigest()[:16]
 
 
 def chunk_text(text: str, config: ChunkingConfig) -> list[tuple[int, int]]:

@@ -42,6 +42,11 @@ class DatasetConfig(Strict):
         description="overlapping spans of one question in one document count as one item (highest grade)",
     )
     holdout: HoldoutPart | None = None
+    lenient: bool = Field(
+        False,
+        description="drop invalid eval-set items (each listed) instead of failing; --lenient sets it, so a "
+        "lenient sweep's best_config.yaml loads the way it was measured",
+    )
 
 
 class ChunkingSection(Strict):

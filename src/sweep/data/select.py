@@ -20,7 +20,8 @@ def load_dataset(config: DatasetConfig, lenient: bool = False, scorable: bool = 
 
     Args:
         config: the ``dataset:`` section.
-        lenient: drop invalid items (listed in ``eval_set.dropped``) instead of failing.
+        lenient: drop invalid items (listed in ``eval_set.dropped``) instead of failing; so does
+            ``config.lenient``.
         scorable: some question must have relevant evidence (not so for serving or labelling).
 
     Returns:
@@ -32,6 +33,7 @@ def load_dataset(config: DatasetConfig, lenient: bool = False, scorable: bool = 
     Example:
         >>> load_dataset(DatasetConfig(loader="python_reference", path="bundled")).questions[0].id
     """
+    lenient = lenient or config.lenient
     if config.loader == "python_reference":
         from sweep.data.python_reference import load_python_reference
 

@@ -92,7 +92,10 @@ def assemble(
     return EvalSet(name, documents_out, kept, dropped if problems else [])
 
 
-STRICT_HINT = "fix or remove those lines, or pass --lenient to drop what they belong to (each drop is listed)"
+STRICT_HINT = (
+    "fix or remove those lines, or pass --lenient (in a config: dataset.lenient: true) to drop what they "
+    "belong to (each drop is listed)"
+)
 
 
 def merge_overlapping_evidence(eval_set: EvalSet) -> EvalSet:

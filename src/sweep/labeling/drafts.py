@@ -23,10 +23,6 @@ PROMPT = (
 )
 
 
-class DraftError(Exception):
-    """The endpoint failed or answered something unusable; the message says which."""
-
-
 @dataclass(frozen=True)
 class Draft:
     """A drafted question and its evidence: ``[start, end)`` of ``doc_id`` is exactly ``quote``."""
@@ -57,12 +53,6 @@ class DraftClient:
         self.endpoint_base = url
         self.model, self.key_env, self.timeout = model, key_env, timeout
 
-    def _ask(self, passage: str) -> str:
-        try:
-            return chat(self.endpoint_base, self.model, PROMPT, passage, self.key_env, self.timeout)
-        except LLMError as e:
-            raise DraftError(str(e)) from None
-
     def draft(self, doc_id: str, start: int, passage: str) -> Draft:
         """One draft for the passage ``passage`` found at ``start`` in ``doc_id``.
 
@@ -75,26 +65,26 @@ class DraftClient:
             The :class:`Draft`, its quote located in the document.
 
         Raises:
-            DraftError: the request failed, the reply is not the JSON asked for, or the quote is not
+            LLMError: the request failed, the reply is not the JSON asked for, or the quote is not
                 in the passage word for word.
 
         Example:
             >>> client.draft("guide.md", 120, passage).quote in passage  # doctest: +SKIP
             True
         """
-        content = self._ask(passage)
+        content = chat(self.endpoint_base, self.model, PROMPT, passage, self.key_env, self.timeout)
         match = re.search(r"\{.*\}", content, re.S)  # some models wrap the JSON in prose or fences
         try:
             value = json.loads(match.group(0) if match else content)
             question, quote = str(value["question"]).strip(), str(value["quote"]).strip()
         except (json.JSONDecodeError, KeyError, TypeError):
-            raise DraftError(f"the reply is not {{question, quote}} JSON: {content[:120]!r}") from None
+            raise LLMError(f"the reply is not {{question, quote}} JSON: {content[:120]!r}") from None
         if not question or not quote:
-            raise DraftError("the reply has an empty question or quote")
+            raise LLMError("the reply has an empty question or quote")
         at = passage.find(quote)
         if at < 0:
-            raise DraftError(f"rejected: the quote is not in the passage word for word: {quote[:80]!r}")
+            raise LLMError(f"rejected: the quote is not in the passage word for word: {quote[:80]!r}")
         return Draft(question, doc_id, start + at, start + at + len(quote), quote)
 
 
-__all__ = ["Draft", "DraftClient", "DraftError", "PROMPT"]
+__all__ = ["Draft", "DraftClient", "PROMPT"]

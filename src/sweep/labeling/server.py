@@ -15,9 +15,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from sweep.errors import SweepError
-from sweep.labeling.drafts import Draft, DraftClient, DraftError
+from sweep.labeling.drafts import Draft, DraftClient
 from sweep.labeling.pool import Passage
 from sweep.labeling.store import JudgmentStore
+from sweep.llm import LLMError
 from sweep.logs import logger
 
 SCALE = {0: "not relevant", 1: "useful", 2: "answers it"}
@@ -58,7 +59,7 @@ class LabelSession:
         for doc_id, start, end in self.sample(count):
             try:
                 d = self.drafter.draft(doc_id, start, self.store.documents[doc_id].text[start:end])
-            except DraftError as e:
+            except LLMError as e:
                 problems.append(f"{doc_id}#{start}-{end}: {e}")
                 continue
             key = len(self.drafts) + 1

@@ -143,7 +143,9 @@ def qrels_columns(path: str | Path) -> Columns:
         path: a TREC qrels file.
 
     Returns:
-        Three parallel columns: Arrow strings, Arrow strings, int64 grades.
+        Three parallel columns: the qids dictionary-encoded (Arrow's ``DictionaryArray``: the
+        duplicate check computes it, and scoring numbers the questions by it), Arrow strings, int64
+        grades.
 
     Raises:
         DataError: naming the file and line of each problem.
@@ -153,13 +155,17 @@ def qrels_columns(path: str | Path) -> Columns:
     """
     table = _table(path, 4, {0: pa.string(), 2: pa.string(), 3: pa.int64()})
     if table is not None and table.num_rows:
-        qid, docid = _array(table, 0), _array(table, 2)
-        pairs = pc.dictionary_encode(qid).indices.to_numpy().astype(np.int64) * (len(docid) + 1)
+        qid, docid = pc.dictionary_encode(_array(table, 0)), _array(table, 2)
+        pairs = qid.indices.to_numpy().astype(np.int64) * (len(docid) + 1)
         pairs += pc.dictionary_encode(docid).indices.to_numpy()
         if len(np.unique(pairs)) == len(pairs):  # a duplicate is an error, named by read_qrels
             return qid, docid, _array(table, 3).to_numpy()
     qrels = read_qrels(path)
-    return pa.array(qrels.qid, pa.string()), pa.array(qrels.docid, pa.string()), qrels.grade
+    return (
+        pc.dictionary_encode(pa.array(qrels.qid, pa.string())),
+        pa.array(qrels.docid, pa.string()),
+        qrels.grade,
+    )
 
 
 def run_columns(path: str | Path) -> Columns:

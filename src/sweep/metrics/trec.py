@@ -212,8 +212,9 @@ def trec_inputs(qrels: TrecQrels, run: TrecRun, threshold: int = 1) -> tuple[np.
 
 
 def _encoded(qid: pa.Array) -> tuple[list[str], np.ndarray]:
-    """Distinct question ids in order of first appearance, and each entry's index into them."""
-    questions = pc.dictionary_encode(qid)
+    """Distinct question ids in order of first appearance, and each entry's index into them (a qrels
+    file's qids come encoded: :func:`qrels_columns` did it for its duplicate check)."""
+    questions = qid if pa.types.is_dictionary(qid.type) else pc.dictionary_encode(qid)
     return questions.dictionary.to_pylist(), questions.indices.to_numpy().astype(np.int64)
 
 

@@ -94,6 +94,8 @@ def describe_sweep(result, objective: str) -> str:
     lines += [
         f"  {k} = {v:.10g}" if isinstance(v, float) else f"  {k} = {v}" for k, v in result.best_params.items()
     ]
+    if getattr(result, "selection", None) is not None:
+        lines.append("  " + result.selection.describe(objective))
     if len(result.pareto_trials) > 1:
         lines.append(f"Pareto front: trials {', '.join(map(str, sorted(result.pareto_trials)))}")
     if result.failures:

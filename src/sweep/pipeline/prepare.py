@@ -71,11 +71,17 @@ class Prepared:
 
 
 def build_prepared(
-    eval_set: EvalSet, config: EvalConfig, chunking: ChunkingConfig, key: str, embed=None
+    eval_set: EvalSet,
+    config: EvalConfig,
+    chunking: ChunkingConfig,
+    key: str,
+    embed=None,
+    labelled: bool = True,
 ) -> Prepared:
     """Chunk the corpus, resolve the labels on the chunks and on whole documents, build the filter mask.
 
-    ``embed`` (texts -> unit vectors, cached) serves the semantic chunker."""
+    ``embed`` (texts -> unit vectors, cached) serves the semantic chunker. ``labelled=False`` (serving:
+    the questions are the users') resolves no label: the labels are empty."""
     chunks = chunk_corpus(eval_set, chunking, embed)
     docs = eval_set.documents
     if config.dataset.include_title:
@@ -88,9 +94,10 @@ def build_prepared(
         index_texts = [f"{h}\n{t}" if h else t for h, t in zip(chunks.headings, index_texts)]
     threshold = config.dataset.relevance_threshold
     rule = HitRule(config.evaluation.hit_min_overlap)
-    labels = resolve_labels(eval_set, chunks, rule, threshold)
-    whole = chunk_corpus(eval_set, ChunkingConfig("document"))
-    doc_labels = resolve_labels(eval_set, whole, rule, threshold)
+    judged = eval_set if labelled else eval_set.with_questions([])
+    labels = resolve_labels(judged, chunks, rule, threshold)
+    whole = chunk_corpus(eval_set, ChunkingConfig("document")) if labelled else chunks
+    doc_labels = resolve_labels(judged, whole, rule, threshold)
     answerable, _ = eval_set.answerable(threshold)
     allowed = None
     if any(q.filters for q in answerable):
@@ -104,7 +111,7 @@ def build_prepared(
         whole_parents = chunk_corpus(eval_set, cut)
         parents = Parents(
             whole_parents,
-            resolve_labels(eval_set, whole_parents, rule, threshold),
+            resolve_labels(judged, whole_parents, rule, threshold),
             parent_of(chunks, whole_parents),
         )
     prepared = Prepared(

@@ -49,40 +49,59 @@ class EvalResult:
     def ranking(self) -> dict[str, list[tuple[str, float]]]:
         """Each question's ranking as ``[(id, score), ...]`` best first, as scored: document ids for
         document labels (a document at its best chunk), ``doc#start-end`` chunk ids for span labels."""
-        ids, scores = self.run.ids.tolist(), self.run.scores.tolist()
         c = self.chunks
-        out: dict[str, list[tuple[str, float]]] = {}
-        for qid, row, srow in zip(self.chunk_scores.question_ids, ids, scores):
-            ranked, seen = [], set()
-            for i, s in zip(row, srow):
-                if i < 0:
-                    break
-                if self.has_spans:
-                    ranked.append((f"{self.doc_ids[c.doc[i]]}#{c.start[i]}-{c.end[i]}", s))
-                elif (d := self.doc_ids[c.doc[i]]) not in seen:
-                    seen.add(d)
-                    ranked.append((d, s))
-            out[qid] = ranked
-        return out
+        keep = kept_positions(self.run.ids, c.doc, len(self.doc_ids), by_document=not self.has_spans)
+        if self.has_spans:
+            name = lambda i: f"{self.doc_ids[c.doc[i]]}#{c.start[i]}-{c.end[i]}"  # noqa: E731
+        else:
+            name = lambda i: self.doc_ids[c.doc[i]]  # noqa: E731
+        return {
+            qid: [(name(i), s) for i, s in zip(row[mask].tolist(), srow[mask].tolist())]
+            for qid, row, srow, mask in zip(
+                self.chunk_scores.question_ids, self.run.ids, self.run.scores, keep
+            )
+        }
 
 
-def document_run(run: np.ndarray, chunk_doc: np.ndarray, n_docs: int) -> np.ndarray:
-    """A document ranks at its best chunk: map chunks to documents, keep first occurrences."""
+def kept_positions(run: np.ndarray, chunk_doc: np.ndarray, n_docs: int, by_document: bool) -> np.ndarray:
+    """Which entries of a chunk ranking a reader sees: every filled one, or (``by_document``) each
+    document's first, i.e. a document at its best chunk. The one rule behind run files, served hits
+    and the document view's scores.
+
+    Args:
+        run: chunk indices, one row per question, ``-1`` padding.
+        chunk_doc: each chunk's document index.
+        n_docs: documents in the corpus.
+        by_document: keep one entry per document.
+
+    Returns:
+        A boolean mask of ``run``'s shape.
+
+    Example:
+        >>> kept_positions(np.array([[0, 1, 2, -1]]), np.array([0, 0, 1]), 2, True).tolist()
+        [[True, False, True, False]]
+    """
+    if not by_document:
+        return run >= 0
     n_q, depth = run.shape
     docs = np.where(run >= 0, chunk_doc[np.maximum(run, 0)], -1)
     keys = np.where(docs >= 0, np.arange(n_q)[:, None] * n_docs + docs, -1).ravel()
-    position = np.arange(n_q * depth)
-    order = np.lexsort((position, keys))
+    order = np.lexsort((np.arange(n_q * depth), keys))
     first = np.ones(len(order), dtype=bool)
     first[1:] = keys[order][1:] != keys[order][:-1]
     keep = np.zeros(n_q * depth, dtype=bool)
     keep[order[first]] = True
-    keep &= keys >= 0
+    return (keep & (keys >= 0)).reshape(n_q, depth)
+
+
+def document_run(run: np.ndarray, chunk_doc: np.ndarray, n_docs: int) -> np.ndarray:
+    """A document ranks at its best chunk: map chunks to documents, keep first occurrences, left-aligned."""
+    n_q, depth = run.shape
+    keep = kept_positions(run, chunk_doc, n_docs, by_document=True)
+    rows, cols = np.nonzero(keep)
     out = np.full((n_q, depth), -1, dtype=np.int64)
-    rows = position[keep] // depth
     counts = np.bincount(rows, minlength=n_q)
-    cols = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-    out[rows, cols] = docs.ravel()[keep]
+    out[rows, np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)] = chunk_doc[run[keep]]
     return out
 
 
@@ -128,4 +147,4 @@ def merge_results(parts: list[EvalResult]) -> EvalResult:
     )
 
 
-__all__ = ["EvalResult", "document_run", "merge_results"]
+__all__ = ["EvalResult", "document_run", "kept_positions", "merge_results"]

@@ -45,14 +45,13 @@ class Pipeline:
         self, cache_dir: str | Path, lenient: bool = False, progress: bool = True, serving: bool = False
     ):
         self.cache_dir = str(cache_dir)
-        # serving (a Retriever): every call brings new queries, so stage outputs are not cached, while the
-        # BM25 and FAISS indexes are built once and kept (a sweep keeps outputs and FAISS indexes, see _index)
+        # serving (a Retriever): new questions each call, so no label, stage output or query vector is
+        # kept; the BM25 and FAISS indexes are built once and kept (a sweep: outputs and FAISS, see _index)
         self.serving = serving
         self._indexes: dict[tuple, object] = {}
         self._faiss: LRUCache = LRUCache(ARRAYS_KEPT_BYTES, getsizeof=lambda index: 2 * index.vectors.nbytes)
         self.stage_cache = StageCache(cache_dir)
-        self.lenient = lenient
-        self.progress = progress
+        self.lenient, self.progress = lenient, progress
         self.label = ""  # what the progress bars are for, e.g. "trial 7" in a sweep
         # bounded, least recently used first out, so a long sweep's memory stays flat: a chunking's
         # prepared set (chunks, texts, labels) is rebuilt when it returns, stage results come from disk
@@ -81,7 +80,8 @@ class Pipeline:
                 raise e.located(config.source) from None
         encoder = self.encoder(DenseConfig(model=chunking.model), config)  # the semantic chunker's sentences
         embed = partial(encoder.encode, progress="embedding sentences" if self.progress else None, bulk=True)
-        self._prepared[key] = build_prepared(self._datasets[ds_key], config, chunking, key, embed)
+        dataset, labelled = self._datasets[ds_key], not self.serving  # serving: the users' questions
+        self._prepared[key] = build_prepared(dataset, config, chunking, key, embed, labelled)
         return self._prepared[key]
 
     # -- stages ----------------------------------------------------------------
@@ -141,7 +141,7 @@ class Pipeline:
     ) -> StageResult:
         """A first stage over the (possibly expanded) queries; several queries per question fused by RRF."""
         queries, owner, allowed = stage_queries(
-            p.queries, p.rewrites, p.allowed, config.retrieval.query, self.cache_dir
+            p.queries, p.rewrites, p.allowed, config.retrieval.query, self.cache_dir, not self.serving
         )
         q, n = config.retrieval.query, config.retrieval.candidates
 
@@ -203,8 +203,8 @@ class Pipeline:
 
         def answer(found: DenseIndex, queries: list[str], allowed) -> StageResult:
             if hyde is not None:
-                queries = [h[0] for h in llm_queries(hyde, "hyde", queries, self.cache_dir)]
-            vectors = encoder.encode(queries, c.query_prefix)
+                queries = [h[0] for h in llm_queries(hyde, "hyde", queries, self.cache_dir, not self.serving)]
+            vectors = encoder.encode(queries, c.query_prefix, keep=not self.serving)
             first = found.search(vectors, n, allowed)
             if prf is None:
                 return first
@@ -234,7 +234,7 @@ class Pipeline:
             t = time.perf_counter()
             k = r.rerank.model_dump_json()
             if k not in self._rerankers:
-                self._rerankers[k] = Reranker(r.rerank, self.cache_dir)
+                self._rerankers[k] = Reranker(r.rerank, self.cache_dir, keep=not self.serving)
             reranker = self._rerankers[k]
             reranker.label = self.label
             before = reranker.scored

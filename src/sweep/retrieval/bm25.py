@@ -303,15 +303,3 @@ class BM25Index:
                 keep = scores > 0 if allowed is None else (scores > 0) & allowed[start : start + step].dense()
             results.append(top_k(scores, depth, keep))
         return StageResult(np.vstack([r.ids for r in results]), np.vstack([r.scores for r in results]))
-
-
-def bm25_search(
-    chunk_texts: list[str],
-    queries: list[str],
-    config: BM25Config,
-    depth: int,
-    allowed: Filters | None = None,
-    rm3=None,
-) -> StageResult:
-    """Top ``depth`` chunks per query; with ``rm3`` (an RM3Config) a second, expanded pass."""
-    return BM25Index(chunk_texts, config, rm3).search(queries, depth, allowed)

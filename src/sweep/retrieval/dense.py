@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from sweep.cache import RowStore, content_key, text_key
 from sweep.config.schema import DenseConfig, EncodeConfig
+from sweep.logs import progress_bar
 from sweep.models import model_identity, resolve_device
 from sweep.retrieval.embedding import embed, load_sentence_transformer
 
@@ -95,9 +95,15 @@ class Encoder:
         return self.store.missing({text_key(prefix + t) for t in texts})
 
     def encode(
-        self, texts: list[str], prefix: str = "", progress: str | None = None, bulk: bool = False
+        self,
+        texts: list[str],
+        prefix: str = "",
+        progress: str | None = None,
+        bulk: bool = False,
+        keep: bool = True,
     ) -> np.ndarray:
-        """Vectors of ``prefix + text`` in order; ``bulk`` (a whole chunk set) goes to Ray when that is the engine."""
+        """Vectors of ``prefix + text`` in order; ``bulk`` (a whole chunk set) goes to Ray when that is the
+        engine; ``keep=False`` (a served question): new vectors are not written to the cache."""
         full = [prefix + t for t in texts]
         keys = [text_key(t) for t in full]
         unique: dict[bytes, str] = dict(zip(keys, full))
@@ -105,7 +111,7 @@ class Encoder:
         step = self.config.batch_size * 8
 
         def bar(total: int):
-            return tqdm(
+            return progress_bar(
                 total=total,
                 desc=progress,
                 unit="text",
@@ -119,7 +125,7 @@ class Encoder:
             vectors, encoded = self._encode_on_ray(unique, bar)
         else:
             vectors, encoded = self.store.fetch_or_compute(
-                list(unique), lambda ks, b: self._encode([unique[k] for k in ks], b, step), bar
+                list(unique), lambda ks, b: self._encode([unique[k] for k in ks], b, step), bar, keep=keep
             )
         self.stats.cached += len(unique) - encoded
         if progress is not None and encoded > step:

@@ -114,15 +114,4 @@ class DenseIndex:
         return StageResult(ids, scores)
 
 
-def dense_search(
-    doc_vectors: np.ndarray,
-    query_vectors: np.ndarray,
-    config: DenseConfig,
-    depth: int,
-    allowed: Filters | None,
-) -> StageResult:
-    """Inner-product search of one batch of queries (an index built for it alone)."""
-    return DenseIndex(doc_vectors, config).search(query_vectors, depth, allowed)
-
-
-__all__ = ["SEARCH_KNOBS", "DenseIndex", "build_index", "dense_search", "index_setting"]
+__all__ = ["SEARCH_KNOBS", "DenseIndex", "build_index", "index_setting"]

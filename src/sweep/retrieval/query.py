@@ -41,7 +41,9 @@ ALLOWED_TERM = re.compile(r"^[a-z0-9]{2,}$")  # Anserini keeps terms of 2+ lette
 # -- several queries per question ---------------------------------------------------
 
 
-def stage_queries(questions: list[str], rewrites: list[list[str]], allowed, q, cache_dir: str):
+def stage_queries(
+    questions: list[str], rewrites: list[list[str]], allowed, q, cache_dir: str, keep: bool = True
+):
     """(queries, their question, filter mask) for the first stages: several per question for
     multi_query and llm_multi_query (the question and its rewrites) and plugin (the plugin's queries).
 
@@ -51,6 +53,7 @@ def stage_queries(questions: list[str], rewrites: list[list[str]], allowed, q, c
         allowed: the questions' :class:`~sweep.retrieval.filters.Filters`, or None.
         q: the ``retrieval.query`` section.
         cache_dir: where plug-in and LLM answers are kept.
+        keep: write new answers there (serving reads the sweep's, but does not grow the cache).
 
     Returns:
         ``(queries, owner, allowed)``; ``owner`` is None when each question is its own one query.
@@ -66,15 +69,15 @@ def stage_queries(questions: list[str], rewrites: list[list[str]], allowed, q, c
     elif q.transform == "llm_multi_query":
         lists = [
             [text, *more]
-            for text, more in zip(questions, llm_queries(q.llm, q.transform, questions, cache_dir))
+            for text, more in zip(questions, llm_queries(q.llm, q.transform, questions, cache_dir, keep))
         ]
     else:
-        lists = plugin_queries(q.plugin, questions, cache_dir)
+        lists = plugin_queries(q.plugin, questions, cache_dir, keep)
     flat, owner = expand(lists)
     return flat, owner, None if allowed is None else allowed[owner]
 
 
-def plugin_queries(path: str, texts: list[str], cache_dir: str) -> list[list[str]]:
+def plugin_queries(path: str, texts: list[str], cache_dir: str, keep: bool = True) -> list[list[str]]:
     """The plugin's queries per question, computed once per (plugin, text) and kept on disk."""
     loaded: list = []
 
@@ -97,7 +100,7 @@ def plugin_queries(path: str, texts: list[str], cache_dir: str) -> list[list[str
             )
         return queries
 
-    return _cached_queries(content_key("plugin", path), texts, cache_dir, make)
+    return _cached_queries(content_key("plugin", path), texts, cache_dir, make, keep)
 
 
 HYDE_PROMPT = "Write a short passage that answers the question. Reply with the passage only."
@@ -107,7 +110,7 @@ MULTI_PROMPT = (
 )
 
 
-def llm_queries(llm, transform: str, texts: list[str], cache_dir: str) -> list[list[str]]:
+def llm_queries(llm, transform: str, texts: list[str], cache_dir: str, keep: bool = True) -> list[list[str]]:
     """What the LLM makes of each question (hyde: [a passage]; llm_multi_query: rewrites), cached on
     disk per (endpoint, model, prompt, transform, question): a sweep asks once per question."""
     from sweep.llm import LLMError, chat
@@ -125,19 +128,24 @@ def llm_queries(llm, transform: str, texts: list[str], cache_dir: str) -> list[l
             raise LLMError(f"{llm.url}: an empty {transform} reply for {text[:60]!r}")
         return out
 
-    return _cached_queries(content_key("llm", llm.url, llm.model, prompt, transform), texts, cache_dir, ask)
+    return _cached_queries(
+        content_key("llm", llm.url, llm.model, prompt, transform), texts, cache_dir, ask, keep
+    )
 
 
-def _cached_queries(name: str, texts: list[str], cache_dir: str, make) -> list[list[str]]:
+def _cached_queries(name: str, texts: list[str], cache_dir: str, make, keep: bool = True) -> list[list[str]]:
+    """Each text's answer from the cache, or made (and written there when ``keep``)."""
     store = Path(cache_dir) / "queries" / name
-    store.mkdir(parents=True, exist_ok=True)
+    if keep:
+        store.mkdir(parents=True, exist_ok=True)
     out = []
     for text in texts:
         entry = store / f"{content_key(text)}.json"
         cached = _read_entry(entry)
         if cached is None:
             cached = make(text)
-            write_whole(entry, json.dumps(cached))
+            if keep:
+                write_whole(entry, json.dumps(cached))
         out.append(cached)
     return out
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from sweep.cache import RowStore, content_key, text_key
 from sweep.config.schema import DenseConfig, RerankConfig
+from sweep.logs import progress_bar
 from sweep.models import model_identity, resolve_device
 from sweep.retrieval.dense import Encoder
 from sweep.retrieval.embedding import load_model, load_sentence_transformer
@@ -46,8 +46,8 @@ class Reranker:
     config: RerankConfig
     cache_dir: str
     scored: int = 0  # pairs that went to the model (cache misses)
-    reused: int = 0
     label: str = ""  # what its progress bars are for, e.g. "trial 7"
+    keep: bool = True  # False when serving: new questions' pair scores are not written to the cache
     _store: RowStore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -78,12 +78,11 @@ class Reranker:
 
         def bar(total: int):  # the bi-encoder's embeddings and maxsim's tokens have bars of their own
             hidden = total <= step or self.config.kind != "cross_encoder"
-            return tqdm(total=total, desc=progress, unit="pair", disable=hidden, leave=False)
+            return progress_bar(total=total, desc=progress, unit="pair", disable=hidden, leave=False)
 
-        rows, computed = self._store.fetch_or_compute(list(pairs), score, bar)
+        rows, computed = self._store.fetch_or_compute(list(pairs), score, bar, keep=self.keep)
         scores = np.array([rows[k][0] for k in keys], dtype=np.float32)
         self.scored += computed
-        self.reused += len(keys) - computed
         # reorder each row's head by the new scores (ties: first-stage order)
         head_scores = np.full(head.shape, -np.inf, dtype=np.float32)
         head_scores[qi, rank] = scores
@@ -128,7 +127,7 @@ class Reranker:
                 ),
                 self.cache_dir,
             )
-            q = encoder.encode(queries)
+            q = encoder.encode(queries, keep=self.keep)
             d = encoder.encode(texts, progress=self._progress())
             return (q * d).sum(axis=1).astype(np.float32)
         return self._maxsim(queries, texts)
@@ -148,7 +147,9 @@ class Reranker:
         q_tok = dict(zip(unique_q, tokens(unique_q)))
         scores = np.zeros(len(texts), dtype=np.float32)
         step = 256
-        for start in tqdm(range(0, len(texts), step), desc=self._progress(), disable=len(texts) <= step):
+        for start in progress_bar(
+            range(0, len(texts), step), desc=self._progress(), disable=len(texts) <= step
+        ):
             for j, d in enumerate(tokens(texts[start : start + step])):
                 scores[start + j] = (q_tok[queries[start + j]] @ d.T).max(axis=1).sum()
         return scores

@@ -19,6 +19,7 @@ import numpy as np
 from sweep.config.load import load_config
 from sweep.config.schema import EvalConfig
 from sweep.pipeline.prepare import passing_chunks
+from sweep.pipeline.result import kept_positions
 from sweep.pipeline.runner import Pipeline
 from sweep.retrieval.filters import Filters
 
@@ -148,7 +149,7 @@ class Retriever:
             rewrites=[list(r) for r in rewrites] if rewrites else [[] for _ in texts],
         )
         ranking = self.pipeline.retrieve(served, self.config, {}).head(k or self.config.retrieval.top_k)
-        return [self._hits(ids, scores) for ids, scores in zip(ranking.ids, ranking.scores)]
+        return self._hits(ranking.ids, ranking.scores)
 
     def _allowed(self, key: tuple) -> np.ndarray:
         """The chunks one filter (its sorted items) lets through, computed once per filter."""
@@ -156,31 +157,29 @@ class Retriever:
             self._filters[key] = passing_chunks(self.documents, self._prepared.chunks, dict(key))
         return self._filters[key]
 
-    def _hits(self, ids: np.ndarray, scores: np.ndarray) -> list[Hit]:
+    def _hits(self, ids: np.ndarray, scores: np.ndarray) -> list[list[Hit]]:
+        """Each row's hits, by the sweep's rule (:func:`kept_positions`): one per document in the document view."""
         chunks, docs = self._prepared.served[0], self.documents  # parents, with retrieval.expand
-        by_document = self.config.evaluation.view == "document"
-        hits, seen = [], set()
-        for i, s in zip(ids.tolist(), scores.tolist()):
-            if i < 0:
-                break
-            d = int(chunks.doc[i])
-            if by_document and d in seen:
-                continue
-            seen.add(d)
-            doc, start, end = docs[d], int(chunks.start[i]), int(chunks.end[i])
-            hits.append(
-                Hit(
-                    doc.id,
-                    start,
-                    end,
-                    chunks.texts[i],
-                    float(s),
-                    f"{doc.id}#{start}-{end}",
-                    doc.title,
-                    dict(doc.metadata),
+        keep = kept_positions(ids, chunks.doc, len(docs), self.config.evaluation.view == "document")
+        out = []
+        for row, srow, mask in zip(ids, scores, keep):
+            hits = []
+            for i, s in zip(row[mask].tolist(), srow[mask].tolist()):
+                doc, start, end = docs[int(chunks.doc[i])], int(chunks.start[i]), int(chunks.end[i])
+                hits.append(
+                    Hit(
+                        doc.id,
+                        start,
+                        end,
+                        chunks.texts[i],
+                        float(s),
+                        f"{doc.id}#{start}-{end}",
+                        doc.title,
+                        dict(doc.metadata),
+                    )
                 )
-            )
-        return hits
+            out.append(hits)
+        return out
 
 
 __all__ = ["Hit", "Retriever"]

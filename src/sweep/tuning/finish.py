@@ -14,13 +14,16 @@ import optuna
 import yaml
 
 from sweep.analysis.judgments import judged_warning
+from sweep.analysis.selection import SelectionEstimate
 from sweep.analysis.verdict import Verdict, build_verdict, describe_verdict, noise_check
 from sweep.errors import SweepError, mask_url
 from sweep.outputs.plots import study_plots
 from sweep.outputs.render import describe_sweep
 from sweep.outputs.run_view import mlflow_name, verdict_metrics
+from sweep.tuning.context import SweepContext
 from sweep.tuning.objective import reconnect
 from sweep.tuning.report import write_report
+from sweep.tuning.selection import study_selection
 from sweep.tuning.trials import KIND_ATTR, best_of, best_trial
 
 BEST_CONFIG_ATTR = "best_config"
@@ -44,9 +47,10 @@ class SweepResult:
     view_key: str | None = (
         None  # MLflow's shared view of the trials, with objective and parameters as columns
     )
+    selection: SelectionEstimate | None = None  # the best trial's score corrected for having picked it
 
 
-def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
+def finish(sweep: SweepContext, study: optuna.Study, interrupted: bool) -> SweepResult:
     """The end of a sweep: best trial, held-out verdict, artifacts, report, the summary printed.
 
     Args:
@@ -83,6 +87,16 @@ def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
         summary["baseline_objective"] = baseline.values[0]
     for k, v in best.user_attrs.get("means", {}).items():
         summary[f"best_{mlflow_name(k)}"] = v
+    selection = study_selection(study, sweep.search.seed)
+    if selection is not None:
+        study.set_user_attr("selection", selection.to_json())  # what the report shows
+        summary.update(
+            {
+                "best_objective_selection_corrected": selection.corrected,
+                "best_objective_selection_low": selection.low,
+                "best_objective_selection_high": selection.high,
+            }
+        )
     verdict = final_verdict(sweep, study, best) if sweep.holdout else None
     if verdict is not None:
         summary.update(verdict_metrics(verdict))
@@ -114,6 +128,7 @@ def finish(sweep, study: optuna.Study, interrupted: bool) -> SweepResult:
         report,
         sweep.tracker.experiment_id,
         sweep.view_key,
+        selection,
     )
     sweep.say(describe_sweep(result, sweep.search.objective))
     _, labels = sweep.pipeline.prepare(sweep.config_for(best.params)).served

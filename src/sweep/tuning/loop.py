@@ -5,26 +5,23 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING
 
 import optuna
 
+from sweep.tuning.context import SweepContext
 from sweep.tuning.objective import after_trial, reconnect, run_trial
 from sweep.tuning.trials import counts, fresh_params
 from sweep.tuning.workers import AskLock, signal_all
 
-if TYPE_CHECKING:
-    from sweep.tuning.sweep import Sweep
-
 REPEAT_LIMIT = 100  # proposals in a row that repeat evaluated configurations: the space is exhausted
 
 
-def work(sweep: Sweep, study: optuna.Study) -> None:
+def work(sweep: SweepContext, study: optuna.Study) -> None:
     """Run trials until the study has its count; wait for others' last trials, which may be retried here."""
     started = time.monotonic()
     lock = AskLock(sweep.runs_dir / sweep.study_name / ".ask.lock")
-    sweep._lock = lock
-    while not sweep._stop_requested and sweep._fatal is None:
+    sweep.lock = lock
+    while not sweep.stop_requested and sweep.fatal is None:
         if sweep.timeout and time.monotonic() - started > sweep.timeout:
             break
         reconnect(sweep, study)
@@ -39,7 +36,7 @@ def work(sweep: Sweep, study: optuna.Study) -> None:
                         f"({sweep.trials} trials were asked for); widen the space to search further"
                     )
                 break
-            if sweep._repeats >= REPEAT_LIMIT:
+            if sweep.repeats >= REPEAT_LIMIT:
                 sweep.say(
                     f"stopping: the sampler proposed {REPEAT_LIMIT} already evaluated configurations in a "
                     f"row; the space looks exhausted at {c.done} distinct configurations"
@@ -52,8 +49,8 @@ def work(sweep: Sweep, study: optuna.Study) -> None:
                 )
                 break
             others_finishing = c.done + c.running >= sweep.target
-            if not others_finishing and sweep._repeats and not has_waiting(study):
-                fresh = fresh_params(study, sweep.search, sweep.baseline_flat, sweep._rng)
+            if not others_finishing and sweep.repeats and not has_waiting(study):
+                fresh = fresh_params(study, sweep.search, sweep.baseline_flat, sweep.rng)
                 if fresh is None:
                     sweep.say(f"stopping: every configuration of the search space is evaluated ({c.done})")
                     break
@@ -69,19 +66,19 @@ def work(sweep: Sweep, study: optuna.Study) -> None:
             lock.release()
         if others_finishing:  # the last trials are someone else's: wait, they may die and be re-queued
             say_waiting(sweep, study)
-            for proc in sweep._procs:
+            for proc in sweep.procs:
                 proc.poll()  # reap a dead worker so its pid reads as gone
             time.sleep(min(2.0, sweep.search.heartbeat_interval))
             sweep.fail_dead(study)
 
 
-def say_waiting(sweep: Sweep, study: optuna.Study) -> None:
+def say_waiting(sweep: SweepContext, study: optuna.Study) -> None:
     """Once per set of trials waited for: a silent wait looks like a hang."""
     running = tuple(
         t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
     )
-    if running and running != getattr(sweep, "_waited_for", None):
-        sweep._waited_for = running
+    if running and running != sweep.waited_for:
+        sweep.waited_for = running
         sweep.say(
             f"waiting for trial(s) {', '.join(map(str, running))} of other workers (a dead worker's "
             f"trial is failed and re-queued after {sweep.search.grace_period} s without a heartbeat)"
@@ -92,13 +89,13 @@ def has_waiting(study: optuna.Study) -> bool:
     return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
 
-def request_stop(sweep: Sweep, signum, frame) -> None:
+def request_stop(sweep: SweepContext, signum, frame) -> None:
     """First Ctrl-C (or SIGTERM): finish and log the current trial, then stop. Second: stop now."""
-    if sweep._stop_requested:
+    if sweep.stop_requested:
         raise KeyboardInterrupt
-    sweep._stop_requested = True
+    sweep.stop_requested = True
     if signum == signal.SIGTERM:  # Ctrl-C reaches the whole process group; SIGTERM only us
-        signal_all(getattr(sweep, "_procs", []), signum)
+        signal_all(sweep.procs, signum)
     sweep.say(
         f"\n{signal.Signals(signum).name}: finishing the current trial, then stopping "
         "(press Ctrl-C again to stop at once)"

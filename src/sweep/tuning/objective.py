@@ -3,8 +3,6 @@ fails this trial only. Functions of the :class:`~sweep.tuning.sweep.Sweep` that 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import optuna
 
@@ -14,20 +12,19 @@ from sweep.outputs.render import trial_lines
 from sweep.outputs.run_view import applicable, flatten
 from sweep.outputs.trial_log import TrialLog
 from sweep.pipeline.result import merge_results
+from sweep.tuning.context import SweepContext
 from sweep.tuning.screening import screen
+from sweep.tuning.selection import record_question_values
 from sweep.tuning.space import suggest
 from sweep.tuning.trials import KIND_ATTR, WORKER_ATTR, best_trial, counts, is_surplus, twin_of
 from sweep.tuning.workers import worker_label
-
-if TYPE_CHECKING:
-    from sweep.tuning.sweep import Sweep
 
 
 class DuplicateTrial(Exception):
     """The sampler proposed a configuration already evaluated (or running): recorded, never re-run."""
 
 
-def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
+def objective(sweep: SweepContext, trial: optuna.Trial, trials: list) -> float:
     """Evaluate one trial. Its MLflow run is created and filled here but closed only after Optuna has
     recorded the trial (:meth:`_after_trial`); tracking failures never fail the trial.
 
@@ -57,10 +54,11 @@ def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
     means = result.scores.mean() | {"latency_ms": result.latency_ms}
     value = means[sweep.search.objective]
     trial.set_user_attr("means", {k: float(v) for k, v in means.items()})
+    record_question_values(trial, result.scores, sweep.search.objective)  # for the selection estimate
     trial.set_user_attr("seconds", screening + sum(result.timings.values()))
     for warning in result.warnings:
-        if warning not in sweep._warned:  # once per sweep: each chunking and model says it once
-            sweep._warned.add(warning)
+        if warning not in sweep.warned:  # once per sweep: each chunking and model says it once
+            sweep.warned.add(warning)
             sweep.say(f"warning: {warning}")
     sweep.guard.track("log_trial", TrialLog.of(trial.number, result, value, means))
     if sweep.search.extra_objectives:
@@ -68,7 +66,7 @@ def objective(sweep: Sweep, trial: optuna.Trial, trials: list) -> float:
     return value
 
 
-def evaluate(sweep: Sweep, trial: optuna.Trial, config, metrics: list[str]):
+def evaluate(sweep: SweepContext, trial: optuna.Trial, config, metrics: list[str]):
     """The whole question set at once; with a pruner, growing batches that report as they go."""
     if sweep.search.pruner == "none":
         result = sweep.pipeline.run(config, metrics)
@@ -92,9 +90,9 @@ def evaluate(sweep: Sweep, trial: optuna.Trial, config, metrics: list[str]):
     return partial
 
 
-def run_trial(sweep: Sweep, trial: optuna.Trial) -> float:
+def run_trial(sweep: SweepContext, trial: optuna.Trial) -> float:
     """One trial, isolated: whatever it raises fails this trial only, with the reason in Optuna and MLflow."""
-    sweep._lock.release()
+    sweep.lock.release()
     trials = trial.study.get_trials(deepcopy=False)  # one read for the surplus and duplicate checks
     if is_surplus(trials, trial.number, sweep.target):
         trial.set_user_attr("surplus", True)
@@ -114,28 +112,28 @@ def run_trial(sweep: Sweep, trial: optuna.Trial) -> float:
         trial.set_user_attr("error", reason[:500])
         trial.set_user_attr(KIND_ATTR, "error")
         if isinstance(e, CacheWriteError):  # every later trial would fail alike: stop with one line
-            sweep._fatal = e
+            sweep.fatal = e
         raise
 
 
-def after_trial(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+def after_trial(sweep: SweepContext, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     """Optuna has recorded the trial: now its run may close (this order keeps MLflow behind Optuna)."""
     state = {optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.PRUNED: "pruned"}
     sweep.guard.track(
         "close_trial", trial.number, state.get(trial.state, "failed"), trial.user_attrs.get("error")
     )
-    sweep._repeats = sweep._repeats + 1 if trial.user_attrs.get(KIND_ATTR) == "duplicate" else 0
+    sweep.repeats = sweep.repeats + 1 if trial.user_attrs.get(KIND_ATTR) == "duplicate" else 0
     progress(sweep, study, trial)
 
 
-def progress(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+def progress(sweep: SweepContext, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     if trial.user_attrs.get(KIND_ATTR) == "surplus":
         return
     trials = study.get_trials(deepcopy=False)  # one read for the count and the best so far
-    sweep._done = counts(study, trials=trials).done
+    sweep.done = counts(study, trials=trials).done
     for line in trial_lines(
         trial,
-        sweep._done,
+        sweep.done,
         sweep.target,
         best_trial(study, trials),
         sweep.search.objective,
@@ -144,7 +142,7 @@ def progress(sweep: Sweep, study: optuna.Study, trial: optuna.trial.FrozenTrial)
         sweep.say(line)
 
 
-def reconnect(sweep: Sweep, study: optuna.Study) -> None:
+def reconnect(sweep: SweepContext, study: optuna.Study) -> None:
     """While MLflow is away, look every few seconds; when it answers, log what it missed."""
     if sweep.guard.back_online():
         sweep.say("MLflow answers again: logging the trials it missed")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import optuna
 
+from sweep.analysis.selection import SelectionEstimate
 from sweep.outputs.plots import recall_plot_png, study_plots
 from sweep.textfile import write_whole
 from sweep.tuning.trials import best_trial
@@ -145,6 +146,14 @@ def build_report(study: optuna.Study, plots: dict[str, bytes] | None = None) -> 
             "was scored on the same questions (search.holdout.fraction: 0), so the best value below is optimistic.</p>"
             + (f"<p>Best trial {best.number}: {objective} = {best.values[0]:.4f}</p>" if best else "")
             + "</section>"
+        )
+    if selection := study.user_attrs.get("selection"):
+        body.append(
+            '<section id="selection"><h2>Selection-corrected estimate</h2><p>'
+            + _e(SelectionEstimate(**selection).describe(objective))
+            + '</p><p class="muted">Bootstrap bias-corrected selection (Tsamardinos et al. 2018): the questions '
+            "are resampled, the best trial re-picked on each resample and scored on the questions it left "
+            "out.</p></section>"
         )
     if best is not None:
         rows = "".join(

@@ -8,21 +8,18 @@ seen, always more), so the rule compares it only with other trials' pool scores.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import optuna
 
 from sweep.pipeline.screen import pool_score
-
-if TYPE_CHECKING:
-    from sweep.tuning.sweep import Sweep
+from sweep.tuning.context import SweepContext
 
 SCREEN_STEP = 0
 # MedianPruner's rule, as the question batches use it, but never on fewer than 3 screened pairs
 RULE = optuna.pruners.MedianPruner(n_startup_trials=3, n_min_trials=3)
 
 
-def screen(sweep: Sweep, trial: optuna.Trial, config) -> float:
+def screen(sweep: SweepContext, trial: optuna.Trial, config) -> float:
     """Report ``trial``'s pool score; raise TrialPruned when its pair is screened out.
 
     A pair whose whole corpus already has vectors is never screened out (nothing would be saved:
@@ -58,7 +55,7 @@ def screen(sweep: Sweep, trial: optuna.Trial, config) -> float:
     return time.perf_counter() - t
 
 
-def _unencoded(sweep: Sweep, config) -> bool:
+def _unencoded(sweep: SweepContext, config) -> bool:
     """Whether some chunk of ``config``'s corpus has no vector yet (screening it out saves encoding)."""
     c = config.retrieval.dense
     texts = sweep.pipeline.prepare(config).index_texts

@@ -15,36 +15,23 @@ import random
 import signal
 import threading
 import time
-import uuid
 from pathlib import Path
-from typing import Any
 
 import optuna
 
-from sweep.config.schema import EvalConfig
 from sweep.errors import SweepError, mask_url
-from sweep.logs import default_output, logger
 from sweep.outputs.mlflow_client import TrackingUnavailable
 from sweep.outputs.render import dropped_lines
 from sweep.outputs.run_view import code_version, trials_view_state
 from sweep.outputs.tracking import Tracker
 from sweep.outputs.writer import TrackingWriter
-from sweep.pipeline.runner import Pipeline
+from sweep.tuning.context import SweepContext
 from sweep.tuning.finish import SweepResult, finish
 from sweep.tuning.loop import request_stop, work
 from sweep.tuning.reconcile import TrackingGuard
-from sweep.tuning.search import SearchConfig, check_study_name, default_study_name
-from sweep.tuning.storage import (
-    close_storage,
-    embedded_stores,
-    fail_dead_trials,
-    open_study,
-    sqlite_url,
-    worker_identity,
-)
-from sweep.tuning.sweep_config import SweepConfig, load_sweep_config
-from sweep.tuning.trials import counts, space_size
-from sweep.tuning.workers import SESSION_ENV, STORAGE_ENV, TRACKING_ENV, spawn_workers, worker_label
+from sweep.tuning.storage import close_storage, open_study, worker_identity
+from sweep.tuning.trials import counts
+from sweep.tuning.workers import spawn_workers
 
 
 class _NoTrialFailureWarnings(logging.Filter):
@@ -54,91 +41,22 @@ class _NoTrialFailureWarnings(logging.Filter):
         return " failed with " not in record.getMessage()
 
 
-class Sweep:
-    def __init__(
-        self,
-        config: SweepConfig | str | Path,
-        overrides: list[str] = (),
-        *,
-        pipeline: Pipeline | None = None,
-        tracker: Tracker | None = None,
-        trials: int | None = None,
-        timeout: float | None = None,
-        storage: str | None = None,
-        study: str | None = None,
-        tracking_uri: str | None = None,
-        runs_dir: str | Path = "runs",
-        quiet: bool = False,
-        workers: int = 1,
-        worker_only: bool = False,
-        lenient: bool = False,
-    ):
-        if worker_only:  # a spawned worker: its parent's URLs, passed in the environment
-            storage, tracking_uri = (
-                storage or os.environ.get(STORAGE_ENV),
-                tracking_uri or os.environ.get(TRACKING_ENV),
-            )
-        self.config = (
-            config if isinstance(config, SweepConfig) else load_sweep_config(config, list(overrides))
-        )
-        self.path, self.overrides = self.config.path, list(self.config.overrides)
-        self.search, self.base, self.holdout = self.config.search, self.config.base, self.config.holdout
-        self.baseline_flat = self.config.baseline_flat
-        self.workers, self.worker_only = workers, worker_only
-        self.trials = self.search.trials if trials is None else trials
-        self.timeout = timeout or self.search.timeout
-        self.study_name = (
-            check_study_name(study)
-            if study is not None
-            else self.search.study or default_study_name(self.path.stem)
-        )
-        optuna_db, mlflow_db = embedded_stores(self.study_name, Path(runs_dir))
-        optuna_db.parent.mkdir(parents=True, exist_ok=True)  # also holds the report and the workers' lock
-        self._default_storage = sqlite_url(optuna_db)
-        self.storage = storage or self.search.storage or self._default_storage
-        self.tracking_uri = tracking_uri or self.search.tracking_uri or sqlite_url(mlflow_db)
-        self.tracking_option = (
-            "search.tracking_uri" if not tracking_uri and self.search.tracking_uri else "--tracking-uri"
-        )
-        self.session = os.environ.get(SESSION_ENV) or uuid.uuid4().hex[:12]
-        self._space: tuple[SearchConfig, int | None] | None = None
-        self.quiet = quiet
-        if not quiet:
-            default_output()
-        self.pipeline = pipeline or Pipeline(self.base.cache_dir, lenient=lenient, progress=not quiet)
-        self.tracker = tracker
-        self.lenient = lenient
-        self.failures: list[str] = []
-        self.runs_dir = Path(runs_dir)
+class Sweep(SweepContext):
+    """A sweep: open (or resume) the study, run the trials in this process and its workers, finish.
 
-    @property
-    def space_total(self) -> int | None:
-        """Distinct configurations in the space (None: unbounded); an empty space holds the baseline only."""
-        if self._space is None or self._space[0] is not self.search:
-            self._space = (
-                self.search,
-                space_size(self.search, self.baseline_flat) if self.search.space else 1,
-            )
-        return self._space[1]
+    Args:
+        config: a :class:`SweepConfig` or the path of the YAML file with its ``search:`` section.
+        overrides: ``key=value`` changes of the baseline configuration.
+        pipeline, tracker: a pipeline or an MLflow tracker to reuse (default: new ones).
+        trials, timeout, storage, study, tracking_uri, runs_dir: the command line's options.
+        quiet: log nothing.
+        workers: processes in all (this one and ``workers - 1`` spawned).
+        worker_only: run trials only (a spawned worker): no summary, no report.
+        lenient: skip broken eval-set records instead of stopping (``--lenient``).
 
-    @property
-    def target(self) -> int:
-        """The study's size: the trials asked for, or every configuration of a smaller space."""
-        total = self.space_total
-        return self.trials if total is None else min(self.trials, total)
-
-    def say(self, text: str) -> None:
-        """Log one line of progress (``logging.getLogger("sweep")``), prefixed by the worker's label."""
-        if not self.quiet:
-            body = text.lstrip("\n")
-            logger.info(text[: len(text) - len(body)] + (worker_label() + body if body.strip() else body))
-
-    def config_for(self, params: dict[str, Any], heldout: bool = False) -> EvalConfig:
-        """The configuration of a trial (see :meth:`SweepConfig.for_trial`)."""
-        return self.config.for_trial(params, heldout)
-
-    def baseline_params(self) -> dict[str, Any]:
-        return self.config.baseline_params()
+    Example:
+        >>> result = Sweep("configs/hybrid.yaml", trials=4, quiet=True).run()
+    """
 
     def run(self) -> SweepResult | None:
         import sqlalchemy.exc
@@ -154,7 +72,7 @@ class Sweep:
                 self.runs_dir / self.study_name / ".ask.lock",
             )
         except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as e:
-            option = "--storage" if self.storage != self._default_storage else "the embedded store"
+            option = "--storage" if self.storage != self.default_storage else "the embedded store"
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             raise SweepError(
                 f"{option} {mask_url(self.storage)}: cannot open the study ({reason}); check the URL "
@@ -176,9 +94,8 @@ class Sweep:
         if own_tracker:  # trials hand their MLflow writes to a process of their own (outputs.writer)
             writer = TrackingWriter(self.tracking_uri, self.study_name, self.search.tracking_retry_seconds)
         self.guard = TrackingGuard(self.tracker, self.say, self.search.tracking_retry_seconds, writer)
-        self._repeats, self._fatal = 0, None
-        self._warned: set[str] = set()
-        self._rng = random.Random(f"{self.search.seed}:{self.session}:{os.getpid()}")
+        self.repeats, self.fatal = 0, None
+        self.rng = random.Random(f"{self.search.seed}:{self.session}:{os.getpid()}")
         self.identity = worker_identity()  # this process, as recorded on each trial it runs
         tuning_set = self.pipeline.prepare(self.base).eval_set
         if not self.worker_only:
@@ -230,9 +147,9 @@ class Sweep:
                     f"  the search space holds {self.space_total} configuration(s): the study ends after "
                     f"{self.space_total}, not {self.trials}"
                 )
-        self._done = c.done
-        self._stop_requested = False
-        self._procs = (
+        self.done = c.done
+        self.stop_requested = False
+        self.procs = (
             spawn_workers(self.workers - 1, self.worker_argv(), self.session, self.storage, self.tracking_uri)
             if self.workers > 1
             else []
@@ -250,45 +167,16 @@ class Sweep:
             interrupted = True
         finally:
             self.work_seconds = time.perf_counter() - started
-            for proc in self._procs:
+            for proc in self.procs:
                 proc.wait()
             if in_main:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
-        if self._fatal is not None:
-            raise self._fatal
+        if self.fatal is not None:
+            raise self.fatal
         if self.worker_only:
             return None
-        return finish(self, study, interrupted or self._stop_requested)
-
-    def recover(self, study: optuna.Study) -> None:
-        """Trials of dead workers fail (and are re-queued); MLflow is made to agree with Optuna."""
-        self.guard.flush()
-        failed = fail_dead_trials(study, self.search.retries, self.search.grace_period)
-        fixed = self.guard.reconcile(
-            study,
-            self.parent_id,
-            self.search.objective,
-            lambda params: self.config_for(params).model_dump(mode="json", exclude={"source"}),
-        )
-        if failed or fixed:
-            self.say_recovered(failed, [fixed.describe()] if fixed else [])
-
-    def fail_dead(self, study: optuna.Study) -> None:
-        """What the worker loop checks between trials: a trial whose worker died (here at once, one
-        that was never stamped after the grace period) fails, is re-queued and is reported."""
-        failed = fail_dead_trials(study, self.search.retries, self.search.grace_period)
-        if failed:
-            self.say_recovered(failed, [])
-
-    def say_recovered(self, failed: list[int], fixed: list[str]) -> None:
-        retried = " and re-queued" if self.search.retries else ""
-        parts = (
-            [f"trial(s) {', '.join(map(str, failed))} of dead workers marked failed{retried}"]
-            if failed
-            else []
-        )
-        self.say("recovered: " + "; ".join(parts + fixed))
+        return finish(self, study, interrupted or self.stop_requested)
 
     def worker_argv(self) -> list[str]:
         # the URLs travel in the environment (URLS_ENV), not on the command line, where `ps` shows any password
@@ -304,7 +192,7 @@ class Sweep:
         ]
         if self.timeout:
             argv += ["--timeout", str(self.timeout)]
-        return argv + (["--lenient"] if self.lenient else [])
+        return argv  # --lenient travels as dataset.lenient=true, among the overrides
 
 
 def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepResult:

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import ROOT
+from benchmarks.common import ROOT
 
 
 def vectors_written(cache: Path) -> int:

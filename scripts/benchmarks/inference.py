@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from bench import ROOT, scifact_texts
+from benchmarks.common import ROOT, scifact_texts
 
 CACHE = str(ROOT / ".cache" / "bench-inference")
 ENCODE_OPTIONS = [  # (model, backend, precision)
