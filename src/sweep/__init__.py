@@ -38,6 +38,7 @@ _LAZY = {  # name -> module: these import Optuna, MLflow or the models
     "compare_scores": "analysis.compare",
     "Hit": "serving.retriever",
     "Retriever": "serving.retriever",
+    "gate": "serving.gate",
 }
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from sweep.pipeline.evaluate import evaluate_config
     from sweep.pipeline.result import EvalResult
     from sweep.pipeline.runner import Pipeline
+    from sweep.serving.gate import gate
     from sweep.serving.retriever import Hit, Retriever
     from sweep.tuning.finish import SweepResult
     from sweep.tuning.sweep import Sweep, run_sweep
@@ -81,6 +83,7 @@ __all__ = [
     "compare_scores",
     "evaluate",
     "evaluate_config",
+    "gate",
     "load_beir",
     "load_config",
     "load_files",

@@ -127,6 +127,38 @@ def pick_metric(names: list[str], wanted: str | None) -> str:
     return names[0]
 
 
+def paired_values(
+    a: Scores, b: Scores, a_name: str = "A", b_name: str = "B"
+) -> tuple[list[str], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The questions both sides scored (in A's order) and each shared metric's two value arrays on them.
+
+    Args:
+        a, b: the two sides' :class:`Scores`.
+        a_name, b_name: how errors name them.
+
+    Returns:
+        ``(question_ids, {metric: (values_a, values_b)})``.
+
+    Raises:
+        SweepError: no question or no metric in common.
+
+    Example:
+        >>> ids, pairs = paired_values(baseline.scores, tuned.scores)
+        >>> pairs["ndcg@10"][1].mean() - pairs["ndcg@10"][0].mean()
+    """
+    in_b = set(b.question_ids)
+    common_ids = [q for q in a.question_ids if q in in_b]
+    if not common_ids:
+        raise SweepError(f"{a_name} and {b_name} share no question ids: were they run on the same eval set?")
+    ib = {q: i for i, q in enumerate(b.question_ids)}
+    rows_a = np.array([i for i, q in enumerate(a.question_ids) if q in in_b])
+    rows_b = np.array([ib[q] for q in common_ids])
+    names = [n for n in a.values if n in b.values]
+    if not names:
+        raise SweepError(f"{a_name} and {b_name} have no metric in common")
+    return common_ids, {n: (a.values[n][rows_a], b.values[n][rows_b]) for n in names}
+
+
 def compare_scores(
     a: Scores, b: Scores, *, a_name: str = "A", b_name: str = "B", metric: str | None = None, seed: int = 0
 ) -> Comparison:
@@ -145,18 +177,11 @@ def compare_scores(
         >>> c = compare_scores(baseline.scores, tuned.scores, metric="ndcg@10")
         >>> print(render_comparison(c))
     """
-    common_ids = [q for q in a.question_ids if q in set(b.question_ids)]
-    if not common_ids:
-        raise SweepError(f"{a_name} and {b_name} share no question ids: were they run on the same eval set?")
+    common_ids, pairs = paired_values(a, b, a_name, b_name)
     only = sorted(set(a.question_ids) ^ set(b.question_ids))
     ia = {q: i for i, q in enumerate(a.question_ids)}
     ib = {q: i for i, q in enumerate(b.question_ids)}
-    rows_a = np.array([ia[q] for q in common_ids])
-    rows_b = np.array([ib[q] for q in common_ids])
-    names = [n for n in a.values if n in b.values]
-    if not names:
-        raise SweepError(f"{a_name} and {b_name} have no metric in common")
-    pairs = {n: (a.values[n][rows_a], b.values[n][rows_b]) for n in names}
+    names = list(pairs)
     metrics = compare_many(pairs, seed=seed)
     decide = pick_metric(names, metric)
     va, vb = pairs[decide]
@@ -207,4 +232,12 @@ def render_comparison(c: Comparison, limit: int = 10) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Comparison", "QuestionChange", "compare_scores", "load_side", "read_scores", "render_comparison"]
+__all__ = [
+    "Comparison",
+    "QuestionChange",
+    "compare_scores",
+    "load_side",
+    "paired_values",
+    "read_scores",
+    "render_comparison",
+]

@@ -107,6 +107,48 @@ def paired_t_test(a, b) -> float:
     return float(2 * stats.t.sf(abs(t), df=len(d) - 1))
 
 
+def non_inferiority(
+    a, b, margin: float, *, n_resamples: int = N_RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
+    """One-sided p-values of "b is worse than a by ``margin`` or more" (H0: mean(b - a) <= -margin).
+
+    A small p says b is not worse by that much. The randomisation test flips the signs of the
+    shifted differences ``b - a + margin``; the t-test is scipy's one-sample test on them
+    (``alternative="greater"``). With ``margin`` 0 this asks for proof that b is better.
+
+    Args:
+        a: per-question values of the baseline.
+        b: the candidate's, on the same questions in the same order.
+        margin: the largest drop of the mean that still counts as not worse (>= 0).
+        n_resamples: random sign assignments.
+        seed: the generator's seed.
+
+    Returns:
+        ``(p_randomisation, p_t_test)``, each in [0, 1].
+
+    Example:
+        >>> non_inferiority([0.5] * 8, [0.5] * 8, 0.01, seed=0)[0] < 0.01
+        True
+    """
+    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64) + margin
+    if len(d) == 0:
+        return 1.0, 1.0
+    observed = d.mean()
+    rng = np.random.default_rng(seed)
+
+    def flipped(rows: int) -> np.ndarray:
+        signs = rng.integers(0, 2, size=(rows, len(d)), dtype=np.int8) * 2 - 1
+        return (signs * d).mean(axis=1)
+
+    extreme = np.count_nonzero(_resampled_means(n_resamples, len(d), flipped) >= observed - 1e-12)
+    p_rand = float((extreme + 1) / (n_resamples + 1))
+    if len(d) < 2 or np.allclose(d, d[0], atol=1e-15):  # no spread: the sign of the shift decides
+        p_t = 0.0 if observed > 1e-15 else 1.0
+    else:
+        p_t = float(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+    return p_rand, p_t
+
+
 def holm(p_values) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (same order as given)."""
     p = np.asarray(p_values, dtype=np.float64)

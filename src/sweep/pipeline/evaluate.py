@@ -10,7 +10,10 @@ from sweep.pipeline.runner import Pipeline
 
 
 def evaluate_config(
-    config: EvalConfig | str | Path, overrides: list[str] = (), lenient: bool = False
+    config: EvalConfig | str | Path,
+    overrides: list[str] = (),
+    lenient: bool = False,
+    extra_metrics: list[str] = (),
 ) -> EvalResult:
     """Evaluate one configuration on its eval set (``sweep eval``), reusing the on-disk caches.
 
@@ -18,6 +21,7 @@ def evaluate_config(
         config: a validated :class:`EvalConfig` or a YAML file (its ``search:`` section is ignored).
         overrides: ``key=value`` changes applied to a file, e.g. ``["retrieval.top_k=20"]``.
         lenient: drop invalid eval-set items (listed in ``result.dropped``) instead of failing.
+        extra_metrics: scored too, even past ``retrieval.top_k`` (a gate's metric, a sweep's objective).
 
     Returns:
         :class:`EvalResult`: ``.scores`` (the configured view; ``.mean()``, per-question
@@ -31,7 +35,7 @@ def evaluate_config(
         from sweep.config.load import load_config
 
         config = load_config(config, list(overrides))
-    return Pipeline(config.cache_dir, lenient=lenient).run(config)
+    return Pipeline(config.cache_dir, lenient=lenient).run(config, list(extra_metrics))
 
 
 __all__ = ["evaluate_config"]
