@@ -8,6 +8,7 @@ python -m sweep compare A B [--json OUT]     A, B: result files or MLflow run id
 python -m sweep report STUDY [--out FILE]    the study's HTML report
 python -m sweep export STUDY --out DIR       best_config.yaml and scripts that load it
 python -m sweep label CONFIG [--depth 10] [--port 8765]   pool the questions, judge them in the browser
+python -m sweep gate BASELINE CANDIDATE [--max-drop 0.01]  exit 0 when the candidate is not worse, 1 when not
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from sweep.cli_gate import cmd_gate, gate_parser
 from sweep.cli_label import cmd_label, label_parser
 from sweep.errors import SweepError
 from sweep.logs import show_on_stdout
 from sweep.outputs.render import describe_result, metrics_table
 
-SUBCOMMANDS = ("eval", "score", "sweep", "compare", "report", "export", "label")
+SUBCOMMANDS = ("eval", "score", "sweep", "compare", "report", "export", "label", "gate")
 MAX_WORKERS = 256
 
 
@@ -74,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     _report_parser(sub)
     _export_parser(sub)
     label_parser(sub)
+    gate_parser(sub)
     return parser
 
 
@@ -127,6 +130,13 @@ def _sweep_parser(sub) -> None:
     p.add_argument("--storage", help="Optuna storage URL (default sqlite:///runs/<study>/optuna.db)")
     p.add_argument("--study", help="study name (default: the config file's name)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)")
+    p.add_argument(
+        "--warm-start", metavar="STUDY", help="queue that earlier study's best configurations first"
+    )
+    p.add_argument(
+        "--warm-start-storage", metavar="URL", help="its storage (default sqlite:///runs/STUDY/optuna.db)"
+    )
+    p.add_argument("--warm-start-top", type=int, default=5, metavar="K", help="how many of them (default 5)")
 
 
 def cmd_score(args) -> int:
@@ -180,6 +190,9 @@ def cmd_sweep(args) -> int:
         worker_only=args.worker_only,
         lenient=args.lenient,
         runs_dir=args.runs_dir,
+        warm_start=args.warm_start,
+        warm_start_storage=args.warm_start_storage,
+        warm_start_top=args.warm_start_top,
     )
     return 0
 
@@ -242,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             sub.format_usage().replace("python -m sweep sweep", "python -m sweep").rstrip(), file=sys.stderr
         )
         print(
-            "  e.g. python -m sweep configs/hybrid.yaml    (other commands: eval, score, compare, report, export; "
+            "  e.g. python -m sweep configs/hybrid.yaml    (other commands: eval, score, compare, report, export, label, gate; "
             "--help for all)",
             file=sys.stderr,
         )
@@ -266,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             "report": cmd_report,
             "export": cmd_export,
             "label": cmd_label,
+            "gate": cmd_gate,
         }
         return commands[args.command](args)
     except SweepError as e:

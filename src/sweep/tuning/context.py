@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.config.schema import EvalConfig
+from sweep.errors import SweepError
 from sweep.logs import default_output, logger
 from sweep.outputs.tracking import Tracker
 from sweep.pipeline.runner import Pipeline
@@ -61,6 +62,9 @@ class SweepContext:
         workers: int = 1,
         worker_only: bool = False,
         lenient: bool = False,
+        warm_start: str | None = None,
+        warm_start_storage: str | None = None,
+        warm_start_top: int = 5,
     ):
         if worker_only:  # a spawned worker: its parent's URLs, passed in the environment
             storage, tracking_uri = (
@@ -99,6 +103,20 @@ class SweepContext:
         self.pipeline = pipeline or Pipeline(self.base.cache_dir, lenient=lenient, progress=not quiet)
         self.tracker = tracker
         self.lenient = lenient
+        if warm_start is not None:
+            check_study_name(warm_start)
+            source_storage = warm_start_storage or sqlite_url(embedded_stores(warm_start, Path(runs_dir))[0])
+            if warm_start == self.study_name and source_storage == self.storage:
+                raise SweepError(
+                    f"--warm-start {warm_start}: that is this sweep's own study; name an earlier one"
+                )
+        if not 1 <= warm_start_top <= 10_000:
+            raise SweepError(f"--warm-start-top must be between 1 and 10,000 (got {warm_start_top})")
+        self.warm_start, self.warm_start_storage, self.warm_start_top = (
+            warm_start,
+            warm_start_storage,
+            warm_start_top,
+        )
         self.failures: list[str] = []
         self.runs_dir = Path(runs_dir)
         # the run's state, shared by the loop and the objective

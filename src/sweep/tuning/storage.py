@@ -197,7 +197,7 @@ def make_sampler(search: SearchConfig, seed: int):
 
 
 def open_study(
-    name: str, url: str, search: SearchConfig, baseline: dict, lock_path: Path
+    name: str, url: str, search: SearchConfig, baseline: dict, lock_path: Path, warm: list[dict] = ()
 ) -> tuple[optuna.Study, bool]:
     """The study, created by exactly one process (the storage's unique name decides atomically).
 
@@ -209,6 +209,7 @@ def open_study(
         url: its storage URL.
         search: the search settings (sampler, seed, pruner, directions).
         baseline: the baseline's parameters, enqueued as trial 0.
+        warm: parameter sets the creator enqueues after it (``--warm-start``).
         lock_path: a file lock local workers share, for the rare late enqueue.
 
     Returns:
@@ -231,6 +232,8 @@ def open_study(
                 directions=search.directions,
             )
             study.enqueue_trial(baseline, user_attrs={"baseline": True})
+            for params in warm:
+                study.enqueue_trial(params, user_attrs={"warm_start": True}, skip_if_exists=True)
             return study, True
         except optuna.exceptions.DuplicatedStudyError:
             pass

@@ -31,6 +31,7 @@ from sweep.tuning.loop import request_stop, work
 from sweep.tuning.reconcile import TrackingGuard
 from sweep.tuning.storage import close_storage, open_study, worker_identity
 from sweep.tuning.trials import counts
+from sweep.tuning.warm_start import warm_start
 from sweep.tuning.workers import spawn_workers
 
 
@@ -53,6 +54,8 @@ class Sweep(SweepContext):
         workers: processes in all (this one and ``workers - 1`` spawned).
         worker_only: run trials only (a spawned worker): no summary, no report.
         lenient: skip broken eval-set records instead of stopping (``--lenient``).
+        warm_start, warm_start_storage, warm_start_top: queue the ``warm_start_top`` best
+            configurations of that earlier study (in that storage) when this study is created.
 
     Example:
         >>> result = Sweep("configs/hybrid.yaml", trials=4, quiet=True).run()
@@ -63,13 +66,24 @@ class Sweep(SweepContext):
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         logging.getLogger("optuna.study._optimize").addFilter(_NoTrialFailureWarnings())
+        warm = None
+        if self.warm_start and not self.worker_only:
+            warm = warm_start(
+                self.warm_start,
+                self.warm_start_storage,
+                self.runs_dir,
+                self.search,
+                self.baseline_flat,
+                self.warm_start_top,
+            )
         try:
-            study, _ = open_study(
+            study, created = open_study(
                 self.study_name,
                 self.storage,
                 self.search,
                 self.baseline_params(),
                 self.runs_dir / self.study_name / ".ask.lock",
+                warm.params if warm else [],
             )
         except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as e:
             option = "--storage" if self.storage != self.default_storage else "the embedded store"
@@ -78,6 +92,13 @@ class Sweep(SweepContext):
                 f"{option} {mask_url(self.storage)}: cannot open the study ({reason}); check the URL "
                 "and that the database is running"
             ) from None
+        if warm is not None:
+            self.say(
+                warm.describe()
+                if created
+                else f"study {self.study_name!r} exists: --warm-start "
+                "queues trials only when a study is created (give this sweep a new --study name)"
+            )
         try:
             return self._run(study)
         finally:
@@ -202,7 +223,8 @@ def run_sweep(path: str | Path, overrides: list[str] = (), **options) -> SweepRe
         path: the YAML file with its ``search:`` section.
         overrides: ``key=value`` changes of the baseline configuration.
         **options: :class:`Sweep`'s keywords: ``trials``, ``timeout``, ``storage``, ``study``,
-            ``tracking_uri``, ``runs_dir``, ``workers``, ``quiet``, ``lenient``.
+            ``tracking_uri``, ``runs_dir``, ``workers``, ``quiet``, ``lenient``, ``warm_start``,
+            ``warm_start_storage``, ``warm_start_top``.
 
     Returns:
         :class:`SweepResult`: the best value and parameters, the baseline's, the held-out verdict,
