@@ -25,6 +25,15 @@ def label_parser(sub) -> None:
         help='grades and their names (default "0=not relevant,1=useful,2=answers it")',
     )
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    p.add_argument(
+        "--judge", default="you", help="your name: each judge of one session judges blind to the others"
+    )
+    p.add_argument(
+        "--draft-grades", action="store_true", help="the LLM grades every pooled passage first (agreement)"
+    )
+    p.add_argument(
+        "--stats", action="store_true", help="print the session's summary and agreement, then exit"
+    )
 
 
 def _scale(text: str) -> dict[int, str]:
@@ -44,7 +53,11 @@ def _scale(text: str) -> dict[int, str]:
 def cmd_label(args) -> int:
     from sweep.labeling.drafts import DraftClient
     from sweep.labeling.server import serve
-    from sweep.labeling.session import open_session
+    from sweep.labeling.session import open_session, session_summary
+
+    if args.stats:
+        print(session_summary(_existing_store(args)))
+        return 0
 
     modes = tuple(m.strip() for m in args.pool_modes.split(",") if m.strip())
     drafter = DraftClient(args.llm_url, args.llm_model, args.llm_key_env) if args.llm_url else None
@@ -58,6 +71,8 @@ def cmd_label(args) -> int:
         args.storage,
         drafter=drafter,
         scale=args.scale,
+        judge=args.judge,
+        draft_grades=args.draft_grades,
     )
 
     def ready(url: str) -> None:
@@ -69,7 +84,24 @@ def cmd_label(args) -> int:
             webbrowser.open(url)
 
     serve(session, args.port, ready)
+    print(session_summary(session.store))
     return 0
+
+
+def _existing_store(args):
+    """The session folder's store, for --stats: nothing is pooled, nothing served."""
+    from sweep.config.load import load_config
+    from sweep.data.select import load_dataset
+    from sweep.errors import SweepError
+    from sweep.labeling.server import SCALE
+    from sweep.labeling.store import JudgmentStore
+
+    base = load_config(args.config)
+    folder = args.out or Path("labels") / Path(base.source).stem
+    if not (folder / "log.jsonl").exists():
+        raise SweepError(f"{folder}: no labelling session here (no log.jsonl); pass --out SESSION_FOLDER")
+    eval_set = load_dataset(base.dataset, scorable=False)
+    return JudgmentStore(folder, eval_set.documents, eval_set.questions, tuple(args.scale or SCALE))
 
 
 __all__ = ["cmd_label", "label_parser"]

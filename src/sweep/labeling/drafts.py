@@ -23,6 +23,12 @@ PROMPT = (
 )
 
 
+GRADE_PROMPT = (
+    "You judge search results. Grade how well the passage answers the question on this scale: {scale}. "
+    'Reply with JSON only: {{"grade": N}}'
+)
+
+
 @dataclass(frozen=True)
 class Draft:
     """A drafted question and its evidence: ``[start, end)`` of ``doc_id`` is exactly ``quote``."""
@@ -86,5 +92,41 @@ class DraftClient:
             raise LLMError(f"rejected: the quote is not in the passage word for word: {quote[:80]!r}")
         return Draft(question, doc_id, start + at, start + at + len(quote), quote)
 
+    def grade(self, question: str, passage: str, scale: dict[int, str]) -> int:
+        """The LLM's grade of ``passage`` for ``question`` on ``scale`` (a draft judgment).
 
-__all__ = ["Draft", "DraftClient", "PROMPT"]
+        Args:
+            question: the question's text.
+            passage: the pooled passage's text.
+            scale: grade -> name, as the page shows it.
+
+        Returns:
+            A grade of the scale.
+
+        Raises:
+            LLMError: the request failed, or the reply is not ``{"grade": N}`` with N on the scale.
+
+        Example:
+            >>> client.grade("How do I install it?", "Run the installer.", {0: "no", 1: "yes"})  # doctest: +SKIP
+            1
+        """
+        names = ", ".join(f"{g} = {name}" for g, name in scale.items())
+        content = chat(
+            self.endpoint_base,
+            self.model,
+            GRADE_PROMPT.format(scale=names),
+            f"Question: {question}\n\nPassage: {passage}",
+            self.key_env,
+            self.timeout,
+        )
+        match = re.search(r"\{.*\}", content, re.S)
+        try:
+            grade = json.loads(match.group(0) if match else content)["grade"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise LLMError(f"the reply is not {{grade}} JSON: {content[:120]!r}") from None
+        if isinstance(grade, bool) or not isinstance(grade, int) or grade not in scale:
+            raise LLMError(f"the reply's grade {grade!r} is not on the scale {list(scale)}")
+        return grade
+
+
+__all__ = ["GRADE_PROMPT", "PROMPT", "Draft", "DraftClient"]

@@ -77,7 +77,7 @@ class LabelSession:
     def state(self) -> dict[str, Any]:
         questions = []
         for qid, text in self.store.state.questions.items():
-            judgments = [j.__dict__ for j in self.store.judgments_of(qid)]
+            judgments = [j.__dict__ for j in self.store.judgments_of(qid, self.store.judge_name)]
             pool = [
                 {"id": p.id, "doc_id": p.doc_id, "start": p.start, "end": p.end}
                 for p in self.pools.get(qid, [])

@@ -15,11 +15,13 @@ from pathlib import Path
 from sweep.config.load import load_config
 from sweep.config.schema import EvalConfig
 from sweep.data.select import load_dataset
+from sweep.errors import SweepError
 from sweep.labeling.drafts import DraftClient
 from sweep.labeling.pool import DEFAULT_MODES, Passage, build_pools, extend_pool, pool_configs
 from sweep.labeling.server import SCALE, LabelSession
-from sweep.labeling.store import JudgmentStore
-from sweep.logs import logger
+from sweep.labeling.store import DEFAULT_JUDGE, DRAFT_JUDGE, JudgmentStore
+from sweep.llm import LLMError
+from sweep.logs import logger, progress_bar
 from sweep.pipeline.runner import Pipeline
 from sweep.serving.retriever import Retriever
 from sweep.textfile import write_whole
@@ -36,6 +38,8 @@ def open_session(
     runs_dir: str | Path = "runs",
     drafter: DraftClient | None = None,
     scale: dict[int, str] | None = None,
+    judge: str = DEFAULT_JUDGE,
+    draft_grades: bool = False,
 ) -> LabelSession:
     """Load the corpus and questions, build (or reopen) the pools and the judgment store.
 
@@ -52,6 +56,8 @@ def open_session(
         runs_dir: where the embedded stores live.
         drafter: an LLM endpoint that drafts questions for sampled chunks (optional).
         scale: grade -> name (default 0 not relevant, 1 useful, 2 answers it).
+        judge: who judges (recorded on each judgment; each judge sees only their own).
+        draft_grades: the drafter grades every pooled passage first (kept for agreement, not the eval set).
 
     Returns:
         A :class:`LabelSession` for :func:`sweep.labeling.server.serve`.
@@ -74,7 +80,7 @@ def open_session(
         return retrievers
 
     scale = scale or SCALE
-    store = JudgmentStore(folder, eval_set.documents, eval_set.questions, tuple(scale))
+    store = JudgmentStore(folder, eval_set.documents, eval_set.questions, tuple(scale), judge)
     pool_path = folder / "pool.json"
     pools = _read_pools(pool_path)
     missing = [q for q in eval_set.questions if q.id not in pools]
@@ -90,6 +96,11 @@ def open_session(
         for qid, passages in extra.items():
             pools[qid] = extend_pool(qid, pools.get(qid, []), passages)
         _write_pools(pool_path, pools)
+
+    if draft_grades:
+        if drafter is None:
+            raise SweepError("--draft-grades needs an LLM endpoint: pass --llm-url")
+        _draft_grades(store, pools, drafter, scale)
 
     def pool_one(qid: str, text: str) -> list[Passage]:
         from sweep.data.model import Question
@@ -108,12 +119,76 @@ def open_session(
     return LabelSession(store, pools, pool_one, scale, drafter=drafter, sample=sample)
 
 
+def _draft_grades(store: JudgmentStore, pools, drafter: DraftClient, scale: dict[int, str]) -> None:
+    """The LLM grades each pooled passage not graded yet; a failed reply is said once and skipped."""
+    todo = [
+        (qid, p)
+        for qid in store.state.questions
+        for p in pools.get(qid, [])
+        if (qid, p.doc_id, p.start, p.end) not in store.state.draft_grades
+    ]
+    failed = 0
+    with progress_bar(total=len(todo), desc="drafting grades", unit="passage") as bar:
+        for qid, p in todo:
+            text = store.documents[p.doc_id].text[p.start : p.end]
+            try:
+                store.draft_grade(
+                    qid, p.doc_id, p.start, p.end, drafter.grade(store.state.questions[qid], text, scale)
+                )
+            except LLMError as e:
+                failed += 1
+                if failed == 1:
+                    logger.info("drafting grades: %s (later failures are counted)", e)
+            bar.update(1)
+    if failed:
+        logger.info(
+            "drafting grades: %d of %d passage(s) not graded; reopening the session retries them",
+            failed,
+            len(todo),
+        )
+
+
+def session_summary(store: JudgmentStore) -> str:
+    """Questions, judgments per grade and judge, and the agreement between judges (and LLM drafts).
+
+    Args:
+        store: an open session's store.
+
+    Returns:
+        A few lines of text (what ``sweep label --stats`` prints).
+
+    Example:
+        >>> print(session_summary(session.store))  # doctest: +SKIP
+    """
+    from collections import Counter
+
+    from sweep.labeling.agreement import session_agreement
+
+    judgments = list(store.state.judgments.values())
+    judged = {j.question for j in judgments}
+    lines = [
+        f"{len(store.state.questions)} question(s), {len(judged)} with a judgment; {len(judgments)} judgment(s)"
+    ]
+    for judge, count in sorted(Counter(j.judge for j in judgments).items()):
+        grades = Counter(j.grade for j in judgments if j.judge == judge)
+        lines.append(
+            f"  {judge}: {count} (" + ", ".join(f"grade {g}: {grades[g]}" for g in sorted(grades)) + ")"
+        )
+    if store.state.draft_grades:
+        lines.append(
+            f"  {DRAFT_JUDGE}: {len(store.state.draft_grades)} drafted grade(s), not in the eval set"
+        )
+    seen = {j.grade for j in judgments} | set(store.state.draft_grades.values())
+    for agreement in session_agreement(store.state, tuple(sorted(set(store.grades) | seen))):
+        lines.append(agreement.describe())
+    return "\n".join(lines)
+
+
 def _study_configs(study_name: str, storage: str | None, runs_dir: Path, folder: Path, n: int = 3):
     """The configurations of a finished sweep's ``n`` best trials (by its first objective), rebuilt
     from the sweep file it recorded; the recorded best configuration if that file is gone."""
     import optuna
 
-    from sweep.errors import SweepError
     from sweep.tuning.finish import BEST_CONFIG_ATTR
     from sweep.tuning.storage import load_existing_study
     from sweep.tuning.sweep_config import load_sweep_config
@@ -156,4 +231,4 @@ def _write_pools(path: Path, pools: dict[str, list[Passage]]) -> None:
     write_whole(path, json.dumps(data, ensure_ascii=False))
 
 
-__all__ = ["open_session"]
+__all__ = ["open_session", "session_summary"]

@@ -21,6 +21,9 @@ from sweep.data.model import Document, Question
 from sweep.errors import DataError, Problem
 from sweep.textfile import write_whole
 
+DEFAULT_JUDGE = "you"  # a session judged by one person names nobody
+DRAFT_JUDGE = "llm draft"  # grades an LLM drafted: shown for agreement, never in the eval set
+
 
 @dataclass
 class Judgment:
@@ -32,6 +35,7 @@ class Judgment:
     start: int
     end: int
     grade: int
+    judge: str = DEFAULT_JUDGE
 
 
 @dataclass
@@ -42,6 +46,7 @@ class SessionState:
     judgments: dict[int, Judgment] = field(default_factory=dict)
     next_id: int = 1
     drafted: set[str] = field(default_factory=set)  # questions accepted from an LLM draft
+    draft_grades: dict[tuple, int] = field(default_factory=dict)  # (question, doc, start, end) -> LLM's grade
 
 
 class JudgmentStore:
@@ -52,6 +57,7 @@ class JudgmentStore:
         documents: the corpus, to check spans and quote them.
         questions: the questions to start from (their existing evidence is kept as judgments once).
         grades: the allowed grades (the scale).
+        judge: who judges in this session (recorded on each judgment, for agreement between judges).
 
     Example:
         >>> store = JudgmentStore(Path("labels/docs"), eval_set.documents, eval_set.questions)  # doctest: +SKIP
@@ -65,6 +71,7 @@ class JudgmentStore:
         documents: list[Document],
         questions: list[Question] = (),
         grades: tuple[int, ...] = (0, 1, 2),
+        judge: str = DEFAULT_JUDGE,
     ):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -73,6 +80,7 @@ class JudgmentStore:
         self.corpus_path = self.folder / "corpus.jsonl"  # the texts the spans point into: a native eval set
         self.documents = {d.id: d for d in documents}
         self.grades = tuple(grades)
+        self.judge_name = judge
         self._lock = threading.Lock()
         fresh = not self.log_path.exists()
         self.state = self._replay()
@@ -144,6 +152,14 @@ class JudgmentStore:
             self._write_questions()
             return self.state.judgments[line["id"]]
 
+    def draft_grade(self, question: str, doc_id: str, start: int, end: int, grade: int) -> None:
+        """Record an LLM's grade of a pooled passage: for agreement only, it never enters the eval set."""
+        if grade not in self.grades:
+            raise ValueError(f"grade {grade} is not on the scale {list(self.grades)}")
+        with self._lock:
+            line = {"kind": "draft_grade", "question": question, "doc_id": doc_id}
+            self._append(line | {"start": int(start), "end": int(end), "grade": int(grade)})
+
     def remove(self, judgment_id: int) -> None:
         """Take a judgment back."""
         with self._lock:
@@ -153,12 +169,18 @@ class JudgmentStore:
             self._write_questions()
 
     # -- reading ---------------------------------------------------------------------------------
-    def judgments_of(self, question: str) -> list[Judgment]:
-        return [j for j in self.state.judgments.values() if j.question == question]
+    def judgments_of(self, question: str, judge: str | None = None) -> list[Judgment]:
+        """The question's live judgments; ``judge``: only that judge's (each judges blind to the others)."""
+        return [
+            j
+            for j in self.state.judgments.values()
+            if j.question == question and (judge is None or j.judge == judge)
+        ]
 
     def _judgment_line(self, question, doc_id, start, end, grade) -> dict[str, Any]:
         line = {"kind": "judgment", "id": self.state.next_id, "question": question, "doc_id": doc_id}
-        return line | {"start": int(start), "end": int(end), "grade": int(grade)}
+        line |= {"start": int(start), "end": int(end), "grade": int(grade)}
+        return line | ({"judge": self.judge_name} if self.judge_name != DEFAULT_JUDGE else {})
 
     def _new_question_id(self) -> str:
         n = len(self.state.questions) + 1
@@ -239,14 +261,24 @@ def _apply(state: SessionState, line: dict[str, Any]) -> None:
             state.drafted.add(str(line["id"]))
     elif kind == "judgment":
         j = Judgment(
-            int(line["id"]), line["question"], line["doc_id"], line["start"], line["end"], line["grade"]
+            int(line["id"]),
+            line["question"],
+            line["doc_id"],
+            line["start"],
+            line["end"],
+            line["grade"],
+            str(line.get("judge", DEFAULT_JUDGE)),
         )
         state.judgments[j.id] = j
         state.next_id = max(state.next_id, j.id + 1)
+    elif kind == "draft_grade":
+        state.draft_grades[(line["question"], line["doc_id"], line["start"], line["end"])] = int(
+            line["grade"]
+        )
     elif kind == "remove":
         state.judgments.pop(int(line["id"]), None)
     else:
         raise ValueError(f"unknown kind {kind!r}")
 
 
-__all__ = ["Judgment", "JudgmentStore", "SessionState"]
+__all__ = ["DEFAULT_JUDGE", "DRAFT_JUDGE", "Judgment", "JudgmentStore", "SessionState"]
