@@ -164,3 +164,15 @@ def test_bad_gate_inputs_are_one_line_and_exit_2(scifact_bm25, tmp_path, capsys)
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert words in err and len(err.splitlines()) == 1, err
+
+
+def test_gating_on_a_sweeps_tuning_questions_is_warned_about(scifact_bm25, tmp_path):
+    exported = tmp_path / "tuned"
+    exported.mkdir()
+    config = yaml.safe_load(scifact_bm25.read_text())
+    config["dataset"]["split"] = "train"  # what best_config.yaml holds after a sweep on SciFact's splits
+    (exported / "best_config.yaml").write_text(yaml.safe_dump(config))
+    tuned = gate(exported, exported)
+    assert tuned.passed and tuned.comparison.n_questions == 20
+    assert any("the eval set is a sweep's tuning questions" in w for w in tuned.warnings)
+    assert not any("tuning questions" in w for w in gate(exported, exported, eval_set=scifact_bm25).warnings)

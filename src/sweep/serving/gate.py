@@ -156,7 +156,7 @@ def gate(
             raise SweepError("both sides are run files: pass --eval-set QRELS (or a config with the labels)")
     scores = [_side_scores(s, eval_config, qrels, names, list(metrics), threshold, lenient) for s in sides]
     where = eval_config.dataset.path if eval_config else str(eval_set)
-    return judge(
+    result = judge(
         *scores,
         list(metrics),
         max_drop=max_drop,
@@ -166,6 +166,15 @@ def gate(
         eval_set=where,
         seed=seed,
     )
+    dataset = eval_config.dataset if eval_config else None
+    if dataset and (
+        (dataset.holdout and dataset.holdout.part == "tune") or dataset.split in ("tune", "train")
+    ):
+        result.warnings.append(
+            "the eval set is a sweep's tuning questions (dataset.holdout / dataset.split), on which it picked "
+            "its winner: pass --eval-set with the held-out or the whole set"
+        )
+    return result
 
 
 __all__ = ["GateSide", "gate", "read_side"]
