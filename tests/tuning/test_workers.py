@@ -355,3 +355,27 @@ def test_two_workers_on_a_fresh_cache_share_the_encoding_and_each_text_is_encode
             waited += 1
             assert "waiting for another worker" in err and max(shown) > s["encoded"]
     assert waited >= 1  # the shards were shared, so one of them saw the other's land
+
+
+def test_a_trial_sees_the_parameters_another_worker_stored_after_it_began(fixture_config):
+    """The race CI caught (two trials of one configuration both complete): trial 1 began before trial 0
+    had stored its parameters. The duplicate check reads the trials after its own suggestion, so of
+    two trials suggesting alike the later to check always finds the other; the lower number runs."""
+    from types import SimpleNamespace
+
+    from sweep.tuning.objective import DuplicateTrial, objective
+    from sweep.tuning.space import suggest
+    from sweep.tuning.sweep_config import load_sweep_config
+    from sweep.tuning.trials import KIND_ATTR
+
+    config = load_sweep_config(fixture_config)
+    study = optuna.create_study(direction="maximize")
+    same = {"retrieval.fusion.method": "rrf", "retrieval.fusion.rrf_k": 30, "retrieval.top_k": 4}
+    study.enqueue_trial(same)
+    study.enqueue_trial(same)
+    first, second = study.ask(), study.ask()  # both running; neither has stored a parameter yet
+    suggest(first, config.search, config.baseline_flat)  # the other worker stores its values now
+    context = SimpleNamespace(search=config.search, baseline_flat=config.baseline_flat, session="s")
+    with pytest.raises(DuplicateTrial, match="repeats trial 0"):
+        objective(context, second)
+    assert study.trials[1].user_attrs[KIND_ATTR] == "duplicate"

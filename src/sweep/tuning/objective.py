@@ -24,13 +24,16 @@ class DuplicateTrial(Exception):
     """The sampler proposed a configuration already evaluated (or running): recorded, never re-run."""
 
 
-def objective(sweep: SweepContext, trial: optuna.Trial, trials: list) -> float:
+def objective(sweep: SweepContext, trial: optuna.Trial) -> float:
     """Evaluate one trial. Its MLflow run is created and filled here but closed only after Optuna has
     recorded the trial (:meth:`_after_trial`); tracking failures never fail the trial.
 
-    ``trials``: the study's trials as read when this one started (for the duplicate check)."""
+    The duplicate check reads the trials again once this one's parameters are stored: a snapshot
+    from before would miss another worker's trial that suggested the same values meanwhile (both
+    would run, one configuration counted twice). Read after, of two such trials the later to check
+    always sees the other, and the lower number wins."""
     params = suggest(trial, sweep.search, sweep.baseline_flat)
-    twin = twin_of(trials, trial.number, params, sweep.session)
+    twin = twin_of(trial.study.get_trials(deepcopy=False), trial.number, params, sweep.session)
     if twin is not None:
         trial.set_user_attr("duplicate_of", twin.number)
         trial.set_user_attr(KIND_ATTR, "duplicate")
@@ -93,8 +96,7 @@ def evaluate(sweep: SweepContext, trial: optuna.Trial, config, metrics: list[str
 def run_trial(sweep: SweepContext, trial: optuna.Trial) -> float:
     """One trial, isolated: whatever it raises fails this trial only, with the reason in Optuna and MLflow."""
     sweep.lock.release()
-    trials = trial.study.get_trials(deepcopy=False)  # one read for the surplus and duplicate checks
-    if is_surplus(trials, trial.number, sweep.target):
+    if is_surplus(trial.study.get_trials(deepcopy=False), trial.number, sweep.target):
         trial.set_user_attr("surplus", True)
         trial.set_user_attr(KIND_ATTR, "surplus")
         raise SweepError("surplus: the study reached its count while this trial started")
@@ -104,7 +106,7 @@ def run_trial(sweep: SweepContext, trial: optuna.Trial) -> float:
     # one write: until it lands, a retry copy's old (dead) worker is not taken for this trial's
     trial.set_user_attr(WORKER_ATTR, {**sweep.identity, "trial": trial.number, "session": sweep.session})
     try:
-        return objective(sweep, trial, trials)
+        return objective(sweep, trial)
     except (optuna.TrialPruned, DuplicateTrial):
         raise
     except Exception as e:
