@@ -94,10 +94,11 @@ def _existing_store(args):
     from sweep.data.select import load_dataset
     from sweep.errors import SweepError
     from sweep.labeling.server import SCALE
+    from sweep.labeling.session import session_folder
     from sweep.labeling.store import JudgmentStore
 
     base = load_config(args.config)
-    folder = args.out or Path("labels") / Path(base.source).stem
+    folder = session_folder(base, args.out)
     if not (folder / "log.jsonl").exists():
         raise SweepError(f"{folder}: no labelling session here (no log.jsonl); pass --out SESSION_FOLDER")
     eval_set = load_dataset(base.dataset, scorable=False)

@@ -202,7 +202,8 @@ def compare_scores(
     return Comparison(a_name, b_name, decide, metrics, improved, regressed, len(common_ids), only)
 
 
-def _rank(r: int | None) -> str:
+def rank_text(r: int | None) -> str:
+    """A first relevant rank as printed: the number, or ``-`` when nothing relevant was retrieved."""
     return "-" if r is None else str(r)
 
 
@@ -225,7 +226,7 @@ def render_comparison(c: Comparison, limit: int = 10) -> str:
         for q in group[:limit]:
             text = (q.text[:70] + "…") if len(q.text) > 70 else q.text
             lines.append(
-                f"  {q.question_id:<12} {q.a:.3f} -> {q.b:.3f}  rank {_rank(q.rank_a):>3} -> {_rank(q.rank_b):<3} {text}"
+                f"  {q.question_id:<12} {q.a:.3f} -> {q.b:.3f}  rank {rank_text(q.rank_a):>3} -> {rank_text(q.rank_b):<3} {text}"
             )
         if len(group) > limit:
             lines.append(f"  … and {len(group) - limit} more (see --json)")
@@ -238,6 +239,7 @@ __all__ = [
     "compare_scores",
     "load_side",
     "paired_values",
+    "rank_text",
     "read_scores",
     "render_comparison",
 ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sweep.analysis.significance import CONFIDENCE, _block_rows
+from sweep.analysis.significance import CONFIDENCE, _resampled_means
 
 N_SELECTION_RESAMPLES = 1_000  # as in the paper; each costs one (trials x questions) product
 
@@ -84,10 +84,9 @@ def selection_corrected(
     means = v.mean(axis=1)
     naive = float(means[np.argmax(sign * means)])
     rng = np.random.default_rng(seed)
-    step = _block_rows(n_q)  # resamples per block: about 2M drawn values, a few arrays of 16 MB
-    scores = []
-    for start in range(0, n_resamples, step):
-        rows = min(step, n_resamples - start)
+
+    def out_of_bag(rows: int) -> np.ndarray:
+        """One block of resamples: each one's pick scored on the questions it left out."""
         drawn = rng.integers(0, n_q, size=(rows, n_q))
         counts = np.bincount((np.arange(rows)[:, None] * n_q + drawn).ravel(), minlength=rows * n_q)
         counts = counts.reshape(rows, n_q).astype(np.float64)
@@ -95,9 +94,9 @@ def selection_corrected(
         out = counts == 0
         n_out = out.sum(axis=1)
         keep = n_out > 0
-        oob = (v[picked] * out).sum(axis=1)[keep] / n_out[keep]
-        scores.append(oob)
-    oob_scores = np.concatenate(scores)
+        return (v[picked] * out).sum(axis=1)[keep] / n_out[keep]
+
+    oob_scores = _resampled_means(n_resamples, n_q, out_of_bag)  # blocks of ~2M drawn values
     tail = (1 - confidence) / 2
     low, high = np.quantile(oob_scores, [tail, 1 - tail])
     return SelectionEstimate(

@@ -85,14 +85,19 @@ def paired_randomization(a, b, *, n_resamples: int = N_RESAMPLES, seed: int = 0)
         1.0
     """
     d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    if len(d) == 0:
-        return 1.0
-    observed = abs(d.mean())
+    return _sign_flip_p(d, n_resamples, seed, two_sided=True) if len(d) else 1.0
+
+
+def _sign_flip_p(d: np.ndarray, n_resamples: int, seed: int, two_sided: bool) -> float:
+    """The share of random sign assignments of ``d`` whose mean is as extreme as the observed one
+    (``|mean|`` when two-sided, the mean itself otherwise), the observed one counted among them."""
+    fold = np.abs if two_sided else (lambda x: x)
+    observed = fold(d.mean())
     rng = np.random.default_rng(seed)
 
     def flipped(rows: int) -> np.ndarray:
         signs = rng.integers(0, 2, size=(rows, len(d)), dtype=np.int8) * 2 - 1
-        return np.abs((signs * d).mean(axis=1))
+        return fold((signs * d).mean(axis=1))
 
     extreme = np.count_nonzero(_resampled_means(n_resamples, len(d), flipped) >= observed - 1e-12)
     return float((extreme + 1) / (n_resamples + 1))
@@ -133,17 +138,9 @@ def non_inferiority(
     d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64) + margin
     if len(d) == 0:
         return 1.0, 1.0
-    observed = d.mean()
-    rng = np.random.default_rng(seed)
-
-    def flipped(rows: int) -> np.ndarray:
-        signs = rng.integers(0, 2, size=(rows, len(d)), dtype=np.int8) * 2 - 1
-        return (signs * d).mean(axis=1)
-
-    extreme = np.count_nonzero(_resampled_means(n_resamples, len(d), flipped) >= observed - 1e-12)
-    p_rand = float((extreme + 1) / (n_resamples + 1))
+    p_rand = _sign_flip_p(d, n_resamples, seed, two_sided=False)
     if len(d) < 2 or np.allclose(d, d[0], atol=1e-15):  # no spread: the sign of the shift decides
-        p_t = 0.0 if observed > 1e-15 else 1.0
+        p_t = 0.0 if d.mean() > 1e-15 else 1.0
     else:
         p_t = float(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
     return p_rand, p_t

@@ -66,7 +66,7 @@ def open_session(
         >>> session = open_session("configs/docs.yaml", depth=10)  # doctest: +SKIP
     """
     base = config if isinstance(config, EvalConfig) else load_config(config)
-    folder = Path(out) if out else Path("labels") / (Path(base.source).stem if base.source else "session")
+    folder = session_folder(base, out)
     eval_set = load_dataset(base.dataset, scorable=False)
     pipeline = Pipeline(base.cache_dir, progress=True, serving=True)  # embedding a corpus takes a while
     configs = {Path(p).stem: load_config(p) for p in pool_from} if pool_from else pool_configs(base, modes)
@@ -117,6 +117,16 @@ def open_session(
         return [(docs[int(chunks.doc[i])].id, int(chunks.start[i]), int(chunks.end[i])) for i in picks]
 
     return LabelSession(store, pools, pool_one, scale, drafter=drafter, sample=sample)
+
+
+def session_folder(config: EvalConfig, out: str | Path | None = None) -> Path:
+    """Where a session lives: ``out``, else ``labels/<config file stem>``.
+
+    Example:
+        >>> session_folder(load_config("configs/docs.yaml"))  # doctest: +SKIP
+        PosixPath('labels/docs')
+    """
+    return Path(out) if out else Path("labels") / (Path(config.source).stem if config.source else "session")
 
 
 def _draft_grades(store: JudgmentStore, pools, drafter: DraftClient, scale: dict[int, str]) -> None:
@@ -192,6 +202,7 @@ def _study_configs(study_name: str, storage: str | None, runs_dir: Path, folder:
     from sweep.tuning.finish import BEST_CONFIG_ATTR
     from sweep.tuning.storage import load_existing_study
     from sweep.tuning.sweep_config import load_sweep_config
+    from sweep.tuning.trials import ranked
 
     study = load_existing_study(study_name, storage, runs_dir)
     complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
@@ -201,7 +212,7 @@ def _study_configs(study_name: str, storage: str | None, runs_dir: Path, folder:
     if path and Path(path).exists():
         sweep_config = load_sweep_config(path)
         maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
-        best = sorted(complete, key=lambda t: t.values[0], reverse=maximize)[:n]
+        best = ranked(complete, maximize)[:n]
         return {f"trial {t.number}": sweep_config.for_trial(t.params) for t in best}
     recorded = study.user_attrs.get(BEST_CONFIG_ATTR)
     if not recorded:
@@ -231,4 +242,4 @@ def _write_pools(path: Path, pools: dict[str, list[Passage]]) -> None:
     write_whole(path, json.dumps(data, ensure_ascii=False))
 
 
-__all__ = ["open_session", "session_summary"]
+__all__ = ["open_session", "session_folder", "session_summary"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from sweep.analysis.compare import QuestionChange
+from sweep.analysis.compare import QuestionChange, rank_text
 from sweep.analysis.gate import GateCheck, GateResult
 
 
@@ -15,10 +15,6 @@ def _rule(c: GateCheck) -> str:
 def _cell(text: str) -> str:
     """Text safe inside a Markdown table cell: no pipe or line break ends the cell early."""
     return " ".join(text.split()).replace("|", "\\|")
-
-
-def _rank(r: int | None) -> str:
-    return "-" if r is None else str(r)
 
 
 def gate_markdown(result: GateResult, limit: int = 10) -> str:
@@ -94,7 +90,7 @@ def gate_markdown(result: GateResult, limit: int = 10) -> str:
 def _question_row(q: QuestionChange) -> str:
     text = (q.text[:80] + "…") if len(q.text) > 80 else q.text
     return (
-        f"| {_cell(q.question_id)} | {q.a:.3f} | {q.b:.3f} | {_rank(q.rank_a)} → {_rank(q.rank_b)} "
+        f"| {_cell(q.question_id)} | {q.a:.3f} | {q.b:.3f} | {rank_text(q.rank_a)} → {rank_text(q.rank_b)} "
         f"| {_cell(text)} |"
     )
 

@@ -144,8 +144,8 @@ def gate(
         parse_metric(m, key="--metric")  # a misspelt metric fails before anything runs
     sides = [read_side(baseline), read_side(candidate)]
     eval_config = _eval_config(eval_set, sides)
-    ks = eval_config.evaluation.ks if eval_config else (1, 3, 5, 10, 20, 100)
-    names = standard_metrics(ks) + [m for m in metrics if m not in standard_metrics(ks)]
+    names = standard_metrics(eval_config.evaluation.ks) if eval_config else standard_metrics()
+    names += [m for m in metrics if m not in names]
     qrels, threshold = None, 1
     if any(s.run_file is not None for s in sides):
         if eval_config is not None:

@@ -40,26 +40,37 @@ def _suggest(trial, search: SearchConfig, baseline: dict[str, Any]) -> dict[str,
     chosen: dict[str, Any] = {}
     for name, p in search.space.items():
         current = {**baseline, **chosen}
-        if not all(when_holds(current.get(k), v) for k, v in p.when.items()):
+        if not is_active(p, current):
             continue
         if p.categorical is not None:
             chosen[name] = trial.suggest_categorical(name, p.categorical)
         elif p.int_range is not None:
-            low, high = p.int_range
-            if p.below:
-                high = min(high, int(current[p.below]) - 1)
-            chosen[name] = trial.suggest_int(name, low, max(low, high), step=int(p.step or 1), log=p.log)
+            low, high = value_range(p, current)
+            chosen[name] = trial.suggest_int(name, low, high, step=int(p.step or 1), log=p.log)
         else:
-            low, high = p.float_range
-            if p.below:
-                high = min(high, float(current[p.below]))
-            chosen[name] = trial.suggest_float(name, low, max(low, high), step=p.step, log=p.log)
+            low, high = value_range(p, current)
+            chosen[name] = trial.suggest_float(name, low, high, step=p.step, log=p.log)
     return chosen
 
 
 def when_holds(value: Any, wanted: Any) -> bool:
     """``when: {key: value}`` matches that value; ``when: {key: [a, b]}`` matches any of them."""
     return value in wanted if isinstance(wanted, list) else value == wanted
+
+
+def is_active(p: Param, current: dict[str, Any]) -> bool:
+    """Whether every ``when`` condition of ``p`` holds for the values chosen so far."""
+    return all(when_holds(current.get(k), v) for k, v in p.when.items())
+
+
+def value_range(p: Param, current: dict[str, Any]) -> tuple[Any, Any]:
+    """A numeric parameter's ``(low, high)`` at this point: ``below`` caps the high end (an int stays
+    under the other value, a float at most at it), never under ``low``. The one rule behind
+    suggestions, the space's enumeration and a warm start's check."""
+    low, high = p.int_range or p.float_range
+    if p.below:
+        high = min(high, int(current[p.below]) - 1 if p.int_range else float(current[p.below]))
+    return low, max(low, high)
 
 
 def grid(search: SearchConfig) -> dict[str, list[Any]]:

@@ -26,7 +26,7 @@ from sweep.llm import reachable
 from sweep.outputs.run_view import flatten
 from sweep.tuning.holdout import Holdout, plan_holdout
 from sweep.tuning.search import SearchConfig, parse_search
-from sweep.tuning.space import check_objectives, check_space, when_holds
+from sweep.tuning.space import check_objectives, check_space, is_active
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class SweepConfig:
         flat, out = self.baseline_flat, {}
         for name, p in self.search.space.items():
             current = {**flat, **out}
-            if all(when_holds(current.get(k), v) for k, v in p.when.items()):
+            if is_active(p, current):
                 out[name] = flat[name]
         return out
 

@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep.tuning.search import SearchConfig
-from sweep.tuning.space import suggest, when_holds
+from sweep.tuning.space import is_active, suggest, value_range
 
 KIND_ATTR = "fail_kind"
 # who runs a trial, stamped in one write when it starts: host, pid, process start time, the trial's
@@ -46,7 +46,7 @@ def counts(study: optuna.Study, session: str | None = None, trials: list | None 
 
     ``trials`` is a snapshot of the study's trials already read (one storage read serves several checks)."""
     trials = study.get_trials(deepcopy=False) if trials is None else trials
-    done = {_key(t.params) for t in trials if t.state in FINISHED}
+    done = {params_key(t.params) for t in trials if t.state in FINISHED}
     failed = sum(
         t.state == TrialState.FAIL and t.user_attrs.get(KIND_ATTR) == "error" and session_of(t) == session
         for t in trials
@@ -54,7 +54,8 @@ def counts(study: optuna.Study, session: str | None = None, trials: list | None 
     return Counts(len(done), sum(t.state == TrialState.RUNNING for t in trials), failed)
 
 
-def _key(params: dict[str, Any]) -> tuple:
+def params_key(params: dict[str, Any]) -> tuple:
+    """A parameter set as one hashable key: two trials with equal keys are one configuration."""
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
 
 
@@ -65,9 +66,9 @@ def twin_of(
     an error in this session (the same error again would teach nothing; a later run may retry it).
 
     ``trials``: the study's trials (``study.get_trials(deepcopy=False)``)."""
-    key = _key(params)
+    key = params_key(params)
     for t in trials:
-        if t.number == number or t.state == TrialState.WAITING or _key(t.params) != key:
+        if t.number == number or t.state == TrialState.WAITING or params_key(t.params) != key:
             continue
         if t.state == TrialState.FAIL and not (
             t.user_attrs.get(KIND_ATTR) == "error" and session_of(t) == session
@@ -83,7 +84,7 @@ def is_surplus(trials: list, trial_number: int, target: int) -> bool:
 
     ``trials``: the study's trials (``study.get_trials(deepcopy=False)``)."""
     ahead = {
-        _key(t.params) if t.state in FINISHED else ("running", t.number)
+        params_key(t.params) if t.state in FINISHED else ("running", t.number)
         for t in trials
         if t.number < trial_number and (t.state in FINISHED or t.state == TrialState.RUNNING)
     }
@@ -102,11 +103,7 @@ def configurations(search: SearchConfig, baseline: dict[str, Any], cap: int = 10
         p = search.space[name]
         if p.categorical is not None:
             return list(p.categorical)
-        low, high = p.int_range or p.float_range
-        if p.below:
-            high = max(
-                low, min(high, (int(current[p.below]) - 1) if p.int_range else float(current[p.below]))
-            )
+        low, high = value_range(p, current)
         if p.int_range:
             return list(range(int(low), int(high) + 1, int(p.step or 1)))
         if not p.step:
@@ -121,7 +118,7 @@ def configurations(search: SearchConfig, baseline: dict[str, Any], cap: int = 10
             return True
         p = search.space[names[i]]
         current = {**baseline, **chosen}
-        if not all(when_holds(current.get(k), v) for k, v in p.when.items()):
+        if not is_active(p, current):
             return walk(i + 1, chosen)
         options = values(names[i], current)
         return options is not None and all(walk(i + 1, {**chosen, names[i]: v}) for v in options)
@@ -143,16 +140,18 @@ def fresh_params(
     Samplers such as TPE keep proposing their favourite point in a small discrete space, and a repeat
     teaches them nothing: after one, the sweep enqueues one of these so the next trial is new.
     """
-    taken = {_key(t.params) for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.RUNNING))}
+    taken = {
+        params_key(t.params) for t in study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
+    }
     every = configurations(search, baseline)
     if every is not None:
-        left = [c for c in every if _key(c) not in taken]
+        left = [c for c in every if params_key(c) not in taken]
         return rng.choice(left) if left else None
     for _ in range(1000):  # unbounded space: random draws, as RandomSampler would
         sampler = optuna.samplers.RandomSampler(seed=rng.randrange(2**31))
         probe = optuna.create_study(sampler=sampler)
         params = suggest(probe.ask(), search, baseline)
-        if _key(params) not in taken:
+        if params_key(params) not in taken:
             return params
     return None
 
@@ -172,6 +171,8 @@ __all__ = [
     "counts",
     "fresh_params",
     "is_surplus",
+    "params_key",
+    "ranked",
     "session_of",
     "space_size",
     "twin_of",
@@ -183,6 +184,12 @@ def best_of(trials: list, maximize: bool):
     """The trial with the best primary objective; the earliest on ties. None for no trials."""
     sign = 1 if maximize else -1
     return max(trials, key=lambda t: (sign * t.values[0], -t.number)) if trials else None
+
+
+def ranked(trials: list, maximize: bool) -> list:
+    """The trials best first on the primary objective, the earliest first on ties (:func:`best_of`'s rule)."""
+    sign = 1 if maximize else -1
+    return sorted(trials, key=lambda t: (-sign * t.values[0], t.number))
 
 
 def best_trial(study, trials: list | None = None):

@@ -19,8 +19,9 @@ import optuna
 
 from sweep.errors import SweepError
 from sweep.tuning.search import Param, SearchConfig
-from sweep.tuning.space import when_holds
+from sweep.tuning.space import is_active, value_range
 from sweep.tuning.storage import load_existing_study
+from sweep.tuning.trials import params_key, ranked
 
 
 @dataclass
@@ -39,15 +40,13 @@ class WarmStart:
         return "\n".join([head] + [f"  skipped {s}" for s in self.skipped])
 
 
-def _outside(value: Any, p: Param, high_cap: float | None) -> str | None:
-    """Why ``value`` is not a point of ``p`` (with ``below``'s cap on the high end), or None."""
+def _outside(value: Any, p: Param, current: dict[str, Any]) -> str | None:
+    """Why ``value`` is not a point ``p`` would suggest given the values chosen so far, or None."""
     if p.categorical is not None:
         return None if value in p.categorical else f"is not among the choices {p.categorical}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "is not a number"
-    low, high = p.int_range or p.float_range
-    if high_cap is not None:
-        high = min(high, high_cap)
+    low, high = value_range(p, current)
     if p.int_range and value != int(value):
         return "is not a whole number"
     if not low - 1e-12 <= value <= high + 1e-12:
@@ -76,13 +75,10 @@ def express(params: dict[str, Any], search: SearchConfig, baseline: dict[str, An
     chosen: dict[str, Any] = {}
     for name, p in search.space.items():
         current = {**baseline, **chosen}
-        if not all(when_holds(current.get(k), v) for k, v in p.when.items()):
+        if not is_active(p, current):
             continue
         value = params.get(name, baseline.get(name))
-        cap = None
-        if p.below:
-            cap = float(current[p.below]) - (1 if p.int_range else 0)
-        why = _outside(value, p, cap)
+        why = _outside(value, p, current)
         if why:
             return f"{name}={value!r} {why}"
         chosen[name] = int(value) if p.int_range else value
@@ -96,10 +92,9 @@ def _ranked(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """Complete trials, best first on the primary objective (earliest on ties), one per parameter set."""
     maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
     done = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
-    done.sort(key=lambda t: (-t.values[0] if maximize else t.values[0], t.number))
     seen, out = set(), []
-    for t in done:
-        key = tuple(sorted((k, repr(v)) for k, v in t.params.items()))
+    for t in ranked(done, maximize):
+        key = params_key(t.params)
         if key not in seen:
             seen.add(key)
             out.append(t)
